@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fedcluster.bench import load_grid, render, run_grid
-from fedcluster.bench.datasets import parse_spec
+from fedcluster.bench.datasets import load_spec, parse_spec
 from fedcluster.bench.runner import RUNS_CSV, RUNS_LOG, grid_rows
 from fedcluster.cli import main
 
@@ -68,6 +68,9 @@ def test_grid_expands_sweeps_seeds_and_the_central_baseline(grid_file):
     (GRID.replace("num-server-rounds = 5", "num-server-rounds = 0"), "num-server-rounds"),
     (GRID.replace('splits = ["iid"]', 'splits = ["sideways"]'), "sideways"),
     (GRID.replace("num-server-rounds = 5 }", "num-server-rounds = 5, seed = 3 }"), "the grid sets them"),
+    (GRID.replace("seeds = 2", "seeds = 2\nbest-of = 3"), "best-of must be an integer from 0"),
+    (GRID.replace("seeds = 2", "seeds = 2\nbest-of = 1.5"), "best-of must be an integer"),
+    (GRID.replace("scale = 1e4", 'scale = 1e4\nkind = "pie"'), "table kind must be one of grid, quantiles"),
 ])
 def test_bad_grid_files_are_refused_before_running(tmp_path, text, message):
     path = tmp_path / "bad.toml"
@@ -79,6 +82,16 @@ def test_bad_grid_files_are_refused_before_running(tmp_path, text, message):
 def test_dataset_parameters_in_the_name():
     assert parse_spec("garst-grid?points=200&noise=1.2") == ("garst-grid", {"points": 200, "noise": 1.2})
     assert parse_spec("s1") == ("s1", {})
+
+
+def test_data_seed_fixes_a_generated_dataset_across_run_seeds():
+    by_run_seed = [load_spec("blobs?n-samples=200", seed=s).X for s in (0, 1)]
+    assert not np.array_equal(*by_run_seed)
+    fixed = [load_spec("blobs?n-samples=200&data-seed=7", seed=s).X for s in (0, 1)]
+    np.testing.assert_array_equal(*fixed)
+    np.testing.assert_array_equal(fixed[0], load_spec("blobs?n-samples=200", seed=7).X)
+    with pytest.raises(ValueError, match="data-seed must be a non-negative integer"):
+        load_spec("blobs?data-seed=-1", seed=0)
 
 
 def test_runs_resume_and_report_with_published_values(grid_file, tmp_path):
@@ -101,6 +114,29 @@ def test_runs_resume_and_report_with_published_values(grid_file, tmp_path):
     report = render(grid, grid_rows(grid, tmp_path / "out"))
     assert "**centre_distance / 10000**" in report and "(paper 1.0 ± 0.1)" in report
     assert "| central |" in report and "| DWF local-steps=2 |" in report
+
+
+def test_best_of_adds_a_table_over_the_lowest_score_runs(tmp_path):
+    path = tmp_path / "best.toml"
+    path.write_text(GRID.replace("seeds = 2", "seeds = 2\nbest-of = 1"))
+    grid = load_grid(path)
+    # Two seeds of one cell: the best-of table keeps the lower-score run only.
+    rows = [{"method": "central", "setting": "", "dataset": "s1", "split": "iid", "seed": seed,
+             "score": score, "centre_distance": dist, "rounds": 1, "wall_s": 0.1}
+            for seed, score, dist in ((0, 2.0, 3e4), (1, 1.0, 1e4))]
+    report = render(grid, rows)
+    assert "mean ± std over all runs per cell" in report
+    assert "| central | 2 ± 1 (paper 1.0 ± 0.1) |" in report
+    assert "mean ± std over the best 1 runs (lowest score) per cell" in report
+    assert "| central | 1 ± 0 (paper 1.0 ± 0.1) |" in report
+
+
+def test_the_central_baseline_runs_under_a_split_that_needs_many_clients():
+    from fedcluster.bench.runner import cached_partition
+
+    (everything,) = cached_partition("triebe", "by-label", 1, 0)
+    np.testing.assert_array_equal(everything, np.arange(500))
+    assert len(cached_partition("triebe", "by-label", 50, 0)) == 50
 
 
 def test_a_failing_run_is_recorded_and_retried_next_time(tmp_path):

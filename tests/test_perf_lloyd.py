@@ -89,7 +89,8 @@ def test_weights_and_labels_and_squared_distances(d, path):
 
 
 @pytest.mark.parametrize("d", [8, 100])
-def test_thread_count_changes_only_the_rounding(d, kernel_path):
+def test_thread_count_changes_nothing(d, kernel_path):
+    """Blocks depend on the data's shape only and are added up in block order."""
     X, start = separated(5000, d, 9, np.float32, seed=3)
     before = numba.get_num_threads()
     try:
@@ -100,8 +101,8 @@ def test_thread_count_changes_only_the_rounding(d, kernel_path):
     finally:
         numba.set_num_threads(before)
     np.testing.assert_array_equal(one.counts, many.counts)
-    np.testing.assert_allclose(one.sums, many.sums, rtol=1e-13)
-    assert one.inertia == pytest.approx(many.inertia, rel=1e-13)
+    np.testing.assert_array_equal(one.sums, many.sums)
+    assert one.inertia == many.inertia
 
 
 @pytest.mark.parametrize("layout", ["fortran", "strided", "readonly"])
@@ -164,11 +165,11 @@ def test_lloyd_returns_the_inertia_of_its_last_assignment(max_iter, tol, path):
 
 
 def test_extra_memory_does_not_grow_with_the_rows(kernel_path):
-    """The step allocates a few (k, d) slots and tile buffers, not O(n) arrays."""
+    """The step allocates a bounded number of (k, d) slots and tile buffers, not O(n) arrays."""
     rng = np.random.default_rng(7)
     start = rng.random((16, 16))
     peaks = []
-    for n in (20_000, 400_000):
+    for n in (200_000, 800_000):  # both cut into the most blocks
         X = rng.random((n, 16)).astype(np.float32)
         cluster_stats(X, start)  # compiled and warm
         tracemalloc.start()
@@ -176,7 +177,8 @@ def test_extra_memory_does_not_grow_with_the_rows(kernel_path):
         lloyd(X, start, max_iter=3, tol=0)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-    assert peaks[1] < 64 * 1024 and peaks[1] < 2 * peaks[0] + 16 * 1024, peaks
+    slots = lloyd_module.KERNEL_MAX_BLOCKS * (16 * 16 + 16 + 1) * 8
+    assert peaks[1] < slots + 64 * 1024 and peaks[1] < peaks[0] + 16 * 1024, peaks
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -202,7 +204,6 @@ def test_the_array_path_of_the_gpu_matches_the_cpu_kernel(dtype, weighted, keep_
 def test_kernel_choice():
     assert kernel.use_row_lanes(1) and kernel.use_row_lanes(64)
     assert not kernel.use_row_lanes(65)
-    assert kernel.num_threads() == numba.get_num_threads()
 
 
 def test_small_passes_do_not_load_numba():

@@ -9,6 +9,7 @@ parameter lists to sweep) and seeds; every combination is one run::
     datasets = ["s1", "s2", "s3", "s4"]
     splits = ["iid", "dirichlet:0.3"]
     k = 15                            # default k of every method (else the dataset's classes)
+    best-of = 5                       # optional: tables also over each cell's 5 lowest-score runs
 
     [[methods]]
     label = "FeCA"
@@ -27,19 +28,21 @@ parameter lists to sweep) and seeds; every combination is one run::
     settings = { n-init = 10 }        # (a split of one client is the whole dataset)
 
     [[tables]]                        # what the report shows (default: the score)
-    metric = "centre-distance"
+    metric = "centre_distance"
     scale = 1e4                       # shown divided by this
+    kind = "grid"                     # or "quantiles" (quantiles over all runs per method)
 
     [[published]]                     # numbers from the paper, shown beside ours
     method = "FeCA"
     dataset = "s1"
     split = "iid"
-    metric = "centre-distance"
+    metric = "centre_distance"
     value = "1.0e4 ± 0.1e4"
 
 Settings are run-config keys (:class:`fedcluster.config.RunConfig`); each run is
 validated before anything starts. Datasets take generator parameters as
-``"name?key=value&key=value"`` (see :func:`fedcluster.data.load_dataset`).
+``"name?key=value&key=value"`` (see :func:`fedcluster.data.load_dataset`);
+``data-seed=S`` fixes a generated dataset across the grid's seeds.
 """
 
 from __future__ import annotations
@@ -123,6 +126,10 @@ class Grid:
     tables: tuple[dict[str, Any], ...] = ()
 
 
+#: Kinds of ``[[tables]]`` entry (see :mod:`fedcluster.bench.report`).
+TABLE_KINDS = ("grid", "quantiles")
+
+
 def load_grid(path: str | Path) -> Grid:
     """Parse and validate a grid file.
 
@@ -157,8 +164,15 @@ def load_grid(path: str | Path) -> Grid:
     for table in tables:
         if set(table) - {"metric", "kind", "scale"} or "metric" not in table:
             raise ValueError(f"grid {path}: a table takes 'metric', 'kind' and 'scale', got {table}")
-    return Grid(name=spec["name"], runs=tuple(runs), published=published,
-                best_of=int(spec.get("best-of", 0)), tables=tables)
+        if table.get("kind", "grid") not in TABLE_KINDS:
+            raise ValueError(f"grid {path}: table kind must be one of {', '.join(TABLE_KINDS)}, "
+                             f"got {table['kind']!r}")
+    best_of = spec.get("best-of", 0)
+    if not isinstance(best_of, int) or isinstance(best_of, bool) or not 0 <= best_of <= len(seeds):
+        raise ValueError(f"grid {path}: best-of must be an integer from 0 (off) to the number of "
+                         f"seeds, {len(seeds)}; got {best_of!r}")
+    return Grid(name=spec["name"], runs=tuple(runs), published=published, best_of=best_of,
+                tables=tables)
 
 
 def _method_runs(path: Path, spec: dict, method: dict, seeds: list[int], splits: list[str]):

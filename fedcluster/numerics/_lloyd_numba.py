@@ -13,10 +13,14 @@ here. This kernel reads each row once, while it is in the cache:
    float64, so that the inertia does not lose ``eps * ||x||^2`` to
    cancellation (S1's coordinates are near 5e5).
 
-Rows are dealt to the threads in blocks of ``block`` rows, block ``b`` to slot
-``b mod T``; each slot accumulates on its own and the caller adds the slots
-up. The extra memory is ``O(T * (k * d + TILE * d))``, whatever the number of
-rows.
+`X` is cut into blocks of ``block`` rows and the threads take the blocks one
+at a time as they become free (the caller sets numba's parallel chunk size to
+one), so a core that another process holds for a while delays only the block
+it is on, not half of the pass. Each block accumulates into its own slot and
+the caller adds the slots up in block order: the result does not depend on
+the thread count or on which thread ran which block. The caller keeps the
+number of blocks bounded, so the extra memory is ``O(B * k * d + T * TILE * d)``
+for ``B`` blocks and ``T`` threads, whatever the number of rows.
 
 Two score loops, chosen by :func:`use_row_lanes`:
 
@@ -48,11 +52,10 @@ vectorisation).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["TILE", "lloyd_pass", "num_threads", "use_row_lanes"]
+__all__ = ["TILE", "lloyd_pass", "use_row_lanes"]
 
 # Reordering of sums and fused multiply-add only: NaN and infinity must propagate.
 _FLAGS = {"reassoc", "contract"}
@@ -76,6 +79,7 @@ def _jit(**options):
 
     return decorate
 
+
 #: Rows per transposed tile of the row-lane loop.
 TILE = 64
 #: Longest rows (features) for which the row-lane loop is used.
@@ -85,11 +89,6 @@ ROW_LANES_MAX_FEATURES = 64
 def use_row_lanes(n_features: int) -> bool:
     """Whether rows of `n_features` take the row-lane loop (else the feature-lane loop)."""
     return n_features <= ROW_LANES_MAX_FEATURES
-
-
-def num_threads() -> int:
-    """Threads the kernel runs on (numba's setting, ``NUMBA_NUM_THREADS``)."""
-    return numba.get_num_threads()
 
 
 @_jit()
@@ -293,19 +292,17 @@ def _lowest(scores, p):
 
 
 @_jit()
-def _slot(t, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia,
-          sums, counts, inertia, labels, sqdist):
-    """The share of slot `t`: blocks ``t, t + T, t + 2T, ...`` of `block` rows."""
+def _block(b, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia,
+           sums, counts, inertia, labels, sqdist):
+    """Block `b` (rows ``b * block`` to ``(b + 1) * block - 1``), accumulated into slot `b`."""
     n, d = X.shape
     k = centroids.shape[0]
-    n_slots = sums.shape[0]
-    n_blocks = (n + block - 1) // block
     local_sums = np.zeros((k, d))
     local_counts = np.zeros(k)
     local_inertia = 0.0
     best = np.zeros(TILE, dtype=np.int32)
     # Row lanes: the transposed tile, four score vectors, the running minimum.
-    XT = np.zeros((d, TILE), dtype=X.dtype)
+    XT = np.zeros((d if row_lanes else 0, TILE), dtype=X.dtype)
     s0 = np.empty(TILE, dtype=X.dtype)
     s1 = np.empty(TILE, dtype=X.dtype)
     s2 = np.empty(TILE, dtype=X.dtype)
@@ -315,40 +312,39 @@ def _slot(t, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia
     scores = np.empty((4, k), dtype=X.dtype)
     rows = np.empty(4, dtype=np.int64)
     zero = np.zeros(1, dtype=X.dtype)[0]
-    for b in range(t, n_blocks, n_slots):
-        start = b * block
-        stop = min(n, start + block)
-        for i in range(start, stop, TILE):
-            m = min(TILE, stop - i)
-            if row_lanes:
-                for r in range(m):
-                    for f in range(d):
-                        XT[f, r] = X[i + r, f]
-                _row_lane_tile(XT, scaled, c_sq, s0, s1, s2, s3, low, best)
-                local_inertia += _take(X, i, m, best, 0, centroids, weights, with_inertia,
-                                       local_sums, local_counts, labels, sqdist)
-            else:
-                for g in range(0, m, 4):
-                    for p in range(4):
-                        rows[p] = i + min(g + p, m - 1)
-                    _feature_lane_group(X, rows, scaled, c_sq, scores, zero)
-                    for p in range(4):
-                        best[p] = _lowest(scores, p)
-                    # Taken at once, while the four rows are in L1.
-                    local_inertia += _take(X, i + g, min(4, m - g), best, 0, centroids,
-                                           weights, with_inertia, local_sums, local_counts,
-                                           labels, sqdist)
-    sums[t] += local_sums
-    counts[t] += local_counts
-    inertia[t] += local_inertia
+    start = b * block
+    stop = min(n, start + block)
+    for i in range(start, stop, TILE):
+        m = min(TILE, stop - i)
+        if row_lanes:
+            for r in range(m):
+                for f in range(d):
+                    XT[f, r] = X[i + r, f]
+            _row_lane_tile(XT, scaled, c_sq, s0, s1, s2, s3, low, best)
+            local_inertia += _take(X, i, m, best, 0, centroids, weights, with_inertia,
+                                   local_sums, local_counts, labels, sqdist)
+        else:
+            for g in range(0, m, 4):
+                for p in range(4):
+                    rows[p] = i + min(g + p, m - 1)
+                _feature_lane_group(X, rows, scaled, c_sq, scores, zero)
+                for p in range(4):
+                    best[p] = _lowest(scores, p)
+                # Taken at once, while the four rows are in L1.
+                local_inertia += _take(X, i + g, min(4, m - g), best, 0, centroids,
+                                       weights, with_inertia, local_sums, local_counts,
+                                       labels, sqdist)
+    sums[b] += local_sums
+    counts[b] += local_counts
+    inertia[b] += local_inertia
 
 
 @_jit(parallel=True)
 def lloyd_pass(X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia,
                sums, counts, inertia, labels, sqdist):
-    """One fused pass over `X` on numba's threads, one slot each.
+    """One fused pass over `X` on numba's threads, one block of rows and one slot at a time.
 
-    Adds into the slots ``sums[t]``, ``counts[t]``, ``inertia[t]``.
+    Adds block ``b`` into the slots ``sums[b]``, ``counts[b]``, ``inertia[b]``.
 
     Parameters
     ----------
@@ -357,14 +353,14 @@ def lloyd_pass(X, scaled, c_sq, centroids, weights, block, row_lanes, with_inert
     c_sq : squared norms of the centroids in X's dtype, shape (k,)
     centroids : float64 (k, d), for the exact differences
     weights : float64 (n,), or empty for weight 1
-    block : rows per block dealt to a slot
+    block : rows per block; ``ceil(n / block)`` must not exceed the number of slots
     row_lanes : which score loop (:func:`use_row_lanes`)
     with_inertia : compute the squared distances (else `inertia` and `sqdist` stay as they are)
-    sums, counts, inertia : float64 (T, k, d), (T, k), (T,); T slots, T >= 1
+    sums, counts, inertia : float64 (B, k, d), (B, k), (B,); B slots, at least one per block
     labels, sqdist : int64 (n,) and float64 (n,) written per row, or both empty
     """
-    for t in prange(sums.shape[0]):
-        _slot(t, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia,
-              sums, counts, inertia, labels, sqdist)
+    for b in prange((X.shape[0] + block - 1) // block):
+        _block(b, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia,
+               sums, counts, inertia, labels, sqdist)
 
 

@@ -4,8 +4,8 @@ A pass over the data (assignment, per-cluster sums and counts, inertia) runs
 where the data is:
 
 * NumPy arrays: the fused numba kernel of :mod:`._lloyd_numba`, on all cores,
-  which reads each row once; its extra memory is a few (k, d) slots and tiles
-  of rows per thread, whatever the number of samples.
+  which reads each row once; its extra memory is a bounded number of (k, d)
+  slots and tiles of rows per thread, whatever the number of samples.
 * CuPy arrays (a GPU): array operations on blocks of at least
   :data:`GPU_MIN_BLOCK_ROWS` rows; everything stays on the device and only
   the (k, d) sums, the counts and the inertia come back.
@@ -107,6 +107,15 @@ GPU_MIN_BLOCK_ROWS = 1 << 18
 #: in a new ClientApp process.
 KERNEL_MIN_WORK = 1 << 22
 
+#: Most blocks of a kernel pass. Threads take blocks as they become free, so on
+#: a shared machine a core that another process holds delays one block, not a
+#: fixed half of the pass.
+KERNEL_MAX_BLOCKS = 64
+#: Fewest rows of a kernel block (a block costs a few small allocations).
+KERNEL_MIN_BLOCK_ROWS = 1024
+#: Bound on the blocks' (k, d) float64 slots together.
+KERNEL_SLOT_BYTES = 32 << 20
+
 
 def _as_samples(X: Any) -> Any:
     """Return `X` as a float32 or float64 array of shape (n, d), n, d >= 1.
@@ -186,11 +195,15 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
               ) -> tuple[ClusterStats, Any, Any]:
     """The fused numba kernel (:mod:`._lloyd_numba`) on all of numba's threads.
 
-    The kernel's extra memory is a few rows and one (k, d) slot per thread,
-    whatever the number of rows; `chunk_size` bounds the copy of a strided
-    `X`, which is made one block at a time.
+    The rows are cut into at most :data:`KERNEL_MAX_BLOCKS` blocks, which the
+    threads take as they become free; each block has a (k, d) slot, at most
+    :data:`KERNEL_SLOT_BYTES` in all, so the extra memory does not grow with
+    the number of rows. `chunk_size` bounds the copy of a strided `X`, which
+    is made one chunk at a time.
     """
-    from . import _lloyd_numba as _kernel  # numba loads with the first large pass
+    import numba  # loaded with the first large pass, like the kernel
+
+    from . import _lloyd_numba as _kernel
 
     n, d = X.shape
     k = centroids.shape[0]
@@ -199,7 +212,11 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
     # by -2 is exact.
     scaled = np.ascontiguousarray((-2.0 * centroids).astype(X.dtype))
     c_sq = np.einsum("ij,ij->i", centroids, centroids).astype(X.dtype)
-    slots = _kernel.num_threads()
+    # Rows per block: the same for any thread count, so the result is too.
+    rows = X.shape[0] if X.flags.c_contiguous else min(n, chunk_size)
+    max_blocks = max(1, min(KERNEL_MAX_BLOCKS, KERNEL_SLOT_BYTES // (8 * k * d)))
+    block = max(KERNEL_MIN_BLOCK_ROWS, -(-rows // max_blocks))
+    slots = -(-rows // block)
     sums = np.zeros((slots, k, d))
     counts = np.zeros((slots, k))
     inertia = np.zeros(slots)
@@ -208,20 +225,23 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
     weights = np.empty(0) if weights is None else np.ascontiguousarray(weights)
     row_lanes = _kernel.use_row_lanes(d)
 
-    def run(rows: slice, block: Any) -> None:
-        # One block per thread: equal shares of the rows.
-        share = -(-block.shape[0] // slots)
-        _kernel.lloyd_pass(
-            block, scaled, c_sq, centroids, weights[rows] if weights.size else weights,
-            share, row_lanes, with_inertia, sums, counts, inertia,
-            labels[rows] if keep_rows else labels, sqdist[rows] if keep_rows else sqdist,
-        )
+    def run(part: slice, Xpart: np.ndarray) -> None:
+        # Chunk size one: a thread takes the next block when it is free.
+        previous = numba.set_parallel_chunksize(1)
+        try:
+            _kernel.lloyd_pass(
+                Xpart, scaled, c_sq, centroids, weights[part] if weights.size else weights,
+                block, row_lanes, with_inertia, sums, counts, inertia,
+                labels[part] if keep_rows else labels, sqdist[part] if keep_rows else sqdist,
+            )
+        finally:
+            numba.set_parallel_chunksize(previous)
 
     if X.flags.c_contiguous:
         run(slice(0, n), X)
     else:
-        for rows in _row_blocks(n, chunk_size):
-            run(rows, np.ascontiguousarray(X[rows]))
+        for part in _row_blocks(n, chunk_size):
+            run(part, np.ascontiguousarray(X[part]))
     total = float(inertia.sum()) if with_inertia else math.nan
     stats = ClusterStats(sums.sum(axis=0), counts.sum(axis=0), total)
     return stats, (labels if keep_rows else None), (sqdist if keep_rows else None)
