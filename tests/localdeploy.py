@@ -37,6 +37,23 @@ def wait_for_port(port: int, timeout: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group of ``proc`` (it and its SuperExec children), SIGKILL after 20 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def log_tails(workdir: Path) -> str:
+    """The last 4000 characters of every ``*.log`` in `workdir`, one section each."""
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+                     for p in sorted(workdir.glob("*.log")))
+
+
 class LocalDeployment:
     """SuperLink and SuperNodes as separate processes on 127.0.0.1.
 
@@ -98,18 +115,10 @@ class LocalDeployment:
         )
 
     def stop(self, proc: subprocess.Popen) -> None:
-        """SIGTERM the process group of ``proc`` (it and its SuperExec children)."""
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_group(proc)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
-                         for p in sorted(self.workdir.glob("*.log")))
+        return log_tails(self.workdir)
 
     def __exit__(self, *exc) -> None:
         for proc in self.supernodes:

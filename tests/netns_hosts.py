@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from localdeploy import log_tails, stop_group
 
 PREFIX = "fcnt"
 SUBNET = "10.213.7"  # 10.213.7.0/24: exists only inside these namespaces
@@ -129,22 +130,12 @@ class Hosts:
         raise TimeoutError(f"{address}:{port} not reachable from {host} after {timeout} s")
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
-                         for p in sorted(self.workdir.glob("*.log")))
-
-    def stop(self, proc: subprocess.Popen) -> None:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        return log_tails(self.workdir)
 
     def __exit__(self, *exc) -> None:
         try:
             for proc in reversed(self.procs):  # SuperNodes before the SuperLink
-                self.stop(proc)
+                stop_group(proc)
         finally:
             for ns in reversed(self.namespaces):
                 _ip("netns", "del", ns, check=False)

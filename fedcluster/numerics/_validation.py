@@ -42,6 +42,14 @@ def check_data(X: Any) -> Any:
 
     float32 is kept for speed; any other real dtype becomes float64.
     """
+    X = as_samples(X)
+    check_all_finite(X, "X")
+    return X
+
+
+def as_samples(X: Any) -> Any:
+    """:func:`check_data` without the finiteness check (a pass over `X` that callers
+    which detect NaN from their own results skip)."""
     xp = namespace_of(X)
     X = xp.asarray(X)
     if X.ndim != 2:
@@ -54,7 +62,6 @@ def check_data(X: Any) -> Any:
         raise ValueError(f"X must hold real numbers, got dtype {X.dtype}")
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(xp.float64)
-    check_all_finite(X, "X")
     return X
 
 

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._validation import (
+    as_samples,
     check_all_finite,
     check_centroids,
     check_non_negative_float,
@@ -117,28 +118,6 @@ KERNEL_MIN_BLOCK_ROWS = 1024
 KERNEL_SLOT_BYTES = 32 << 20
 
 
-def _as_samples(X: Any) -> Any:
-    """Return `X` as a float32 or float64 array of shape (n, d), n, d >= 1.
-
-    float32 is kept for speed; any other real dtype becomes float64. Finiteness
-    is checked after the pass (:func:`_check_finite_after`), not here: a
-    separate pass over the data would cost a third of a Lloyd step.
-    """
-    xp = namespace_of(X)
-    X = xp.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(
-            f"X must be a 2-D array of shape (n_samples, n_features), got shape {X.shape}"
-        )
-    if X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"X must have at least one sample and one feature, got shape {X.shape}")
-    if X.dtype.kind not in "biuf":
-        raise ValueError(f"X must hold real numbers, got dtype {X.dtype}")
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(xp.float64)
-    return X
-
-
 def _check_finite_after(X: Any, inertia: float) -> None:
     """Raise if `X` holds NaN or infinity, given the inertia of a pass over it.
 
@@ -153,7 +132,10 @@ def _check_finite_after(X: Any, inertia: float) -> None:
 def _check_inputs(
     X: Any, centroids: Any, chunk_size: Any, name: str = "centroids"
 ) -> tuple[Any, Any, int]:
-    X = _as_samples(X)
+    # Finiteness is checked after the pass, from its inertia
+    # (:func:`_check_finite_after`): a separate pass over X would cost a third
+    # of a Lloyd step.
+    X = as_samples(X)
     centroids = check_centroids(centroids, X.shape[1], namespace_of(X), name)
     return X, centroids, check_positive_int(chunk_size, "chunk_size")
 
