@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -19,11 +20,19 @@ from .server.artifacts import format_result, read_model, result_to_dict
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit status."""
+    """Entry point; returns the process exit status.
+
+    0: done; 1: the run (or a benchmark run) failed; 2: invalid input. A
+    failure prints one line ``fedcluster: error: ...`` on standard error.
+    """
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        # The reader went away (`fedcluster inspect model.pb | head`): not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ConfigError, DataError, ValueError, OSError) as exc:
         print(f"fedcluster: error: {exc}", file=sys.stderr)
         return 2
@@ -33,6 +42,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from .metrics import centre_distance
     from .simulation import SimulationError, simulate
 
+    _check_clients(args.clients)
     given = {key: value for key, value in vars(args).items()
              if key in RunConfig.model_fields or key.replace("-", "_") in RunConfig.model_fields}
     config = RunConfig.from_mapping({
@@ -41,26 +51,47 @@ def _simulate(args: argparse.Namespace) -> int:
         "min-nodes": args.clients,
     })
     dataset, parts = _partitioned(args)
+    n, d = dataset.X.shape
+    if config.k > n:
+        raise ConfigError(f"--k {config.k} is more than the {n} points of {dataset.name}")
+    described = (f"{dataset.name} ({n} points, {d} features), split {args.split} over "
+                 f"{args.clients} clients")
+    print(f"fedcluster: {config.algorithm}, k = {config.k}, on {described}", flush=True)
+    print("fedcluster: starting the Flower simulation (Ray takes a few seconds to start)...",
+          flush=True)
     with tempfile.TemporaryDirectory(prefix="fedcluster-partitions-") as tmp:
         write_partitions(dataset.X, parts, tmp, split=args.split, seed=args.seed, dataset=dataset.name)
         try:
-            result = simulate(config, tmp, args.clients)
+            result = simulate(config, tmp, args.clients, verbose=args.verbose)
         except SimulationError as exc:
             print(f"fedcluster: error: {exc}", file=sys.stderr)
             return 1
     print()
     print(format_result(result))
+    print(f"data: {described}")
     if dataset.true_centers is not None and dataset.true_centers.shape == result.centroids.shape:
         distance = centre_distance(result.centroids, dataset.true_centers)
-        print(f"distance to the true centres of {dataset.name}: {distance:.4g}")
+        print(f"distance to the true centres of {dataset.name}: {distance:.4g} (optimal matching "
+              "of centroids to centres, root of the summed squared distances)")
     print(f"model: {Path(args.out) / 'model.pb'}  history: {Path(args.out) / 'history.csv'}")
     return 0
 
 
+def _check_clients(clients: int) -> None:
+    if clients < 1:
+        raise ConfigError(f"--clients must be at least 1, got {clients}")
+
+
 def _partition(args: argparse.Namespace) -> int:
+    _check_clients(args.clients)
     dataset, parts = _partitioned(args)
-    paths = write_partitions(dataset.X, parts, args.out, fmt=args.format, split=args.split,
-                             seed=args.seed, dataset=dataset.name, overwrite=args.overwrite)
+    try:
+        paths = write_partitions(dataset.X, parts, args.out, fmt=args.format, split=args.split,
+                                 seed=args.seed, dataset=dataset.name, overwrite=args.overwrite)
+    except FileExistsError:
+        raise FileExistsError(f"{args.out.resolve()} is not empty; choose another --out or pass "
+                              "--overwrite") from None
+    paths = [path.resolve() for path in paths]
     for path, part in zip(paths, parts):
         print(f"{path}\t{len(part)} rows")
     print(f"give each SuperNode its file: flower-supernode ... --node-config 'data-path=\"{paths[0]}\"'")
@@ -97,7 +128,8 @@ def _partitioned(args: argparse.Namespace):
         blobs = BlobsParams(n_samples=args.blobs_samples, centers=args.blobs_centers,
                             n_features=args.blobs_features, cluster_std=args.blobs_std,
                             n_noise=args.blobs_noise)
-    dataset = load_dataset(args.dataset, seed=args.seed, blobs=blobs)
+    dataset = load_dataset(args.dataset, seed=args.seed, blobs=blobs,
+                           label_column=args.label_column)
     parts = partition_indices(dataset.X.shape[0], args.clients, args.split,
                               labels=dataset.labels, points=dataset.X, seed=args.seed)
     return dataset, parts
@@ -125,8 +157,13 @@ def _config_option(group, key: str) -> None:
 def _data_options(parser: argparse.ArgumentParser) -> None:
     defaults = BlobsParams()
     parser.add_argument("--dataset", default="s1",
-                        help=f"a name ({', '.join(DATASET_NAMES)}) or a .npy/.npz/.csv/.txt file "
-                             "(default: s1)")
+                        help=f"a name ({', '.join(DATASET_NAMES)}, or g2-D-S: the SIPU G2 set of "
+                             "dimension D and overlap S, e.g. g2-16-50) or a .npy/.npz/.csv/.txt "
+                             "file (default: s1)")
+    parser.add_argument("--label-column", default=None, metavar="NAME",
+                        help="the label column of a CSV file (not a feature); labels are needed "
+                             "by label-based splits and metrics (default: a column named 'label', "
+                             "if any; an .npz file holds labels in 'y')")
     parser.add_argument("--clients", type=int, default=10, help="number of clients (default: 10)")
     parser.add_argument("--split", default="iid", help=f"{SPLIT_HELP} (default: iid)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and "
@@ -158,6 +195,8 @@ def _parser() -> argparse.ArgumentParser:
         _config_option(common, key)
     sim.add_argument("--out", type=Path, default=Path(RunConfig().out_dir),
                      help=f"output directory (default: {RunConfig().out_dir})")
+    sim.add_argument("--verbose", action="store_true",
+                     help="show Flower's and Ray's log, the clients' log and every setting")
     shown = set(SIMULATE_OPTIONS)
     for method in METHODS.values():
         own = [key for key in method.options if key not in shown]

@@ -63,6 +63,9 @@ class RunConfig(BaseModel):
     min_nodes: int = Field(1, ge=1, description="clients to wait for before the first round")
     node_wait_timeout: float = Field(300.0, gt=0.0, description="seconds to wait for --min-nodes")
     round_timeout: float = Field(300.0, gt=0.0, description="seconds to wait for a round's replies")
+    min_answer_fraction: float = Field(
+        0.5, gt=0.0, le=1.0, description="share of the clients asked in a round that must answer "
+        "usably; below it the run fails")
     chunk_size: int = Field(
         4096, ge=1, description="rows per block in the clients' distance computations")
     device: Literal["auto", "cpu", "cuda"] = Field(

@@ -39,7 +39,8 @@ class Method:
 #: Settings every method takes (sampling, restarts, stopping, clients' compute).
 COMMON_OPTIONS = (
     "algorithm", "k", "num-server-rounds", "tol", "n-init", "score", "seed", "participation",
-    "clients-per-round", "min-nodes", "node-wait-timeout", "round-timeout", "chunk-size", "device",
+    "clients-per-round", "min-nodes", "node-wait-timeout", "round-timeout", "min-answer-fraction",
+    "chunk-size", "device",
 )
 
 _DWF_PAPER = "Holzer, Jacob & Kavane, Dynamically Weighted Federated k-Means (papers/000)"

@@ -39,6 +39,8 @@ METRICS_KEY = "metrics"
 
 NUM_EXAMPLES = "num-examples"
 SSE = "sse"
+#: Metric of a reply: the client's stable position for sampling (see :func:`make_reply`).
+SAMPLING_KEY = "sampling-key"
 
 
 class ProtocolError(ValueError):
@@ -105,8 +107,13 @@ def read_request(msg: Message) -> tuple[dict, np.ndarray | None]:
     return config, centroids
 
 
-def make_reply(msg: Message, summary: ClientSummary) -> Message:
-    """Encode a client's summary as the reply to ``msg``."""
+def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = None) -> Message:
+    """Encode a client's summary as the reply to ``msg``.
+
+    ``sampling_key`` (a simulated client's partition id) lets the server order
+    its clients the same way in every run although Flower draws new node ids
+    for each simulation (see :func:`reply_sampling_key`).
+    """
     arrays = {
         name: Array(np.ascontiguousarray(value, dtype=np.float64))
         for name, value in (
@@ -122,8 +129,21 @@ def make_reply(msg: Message, summary: ClientSummary) -> Message:
     metrics: dict[str, int | float] = {NUM_EXAMPLES: int(summary.n)}
     if not math.isnan(summary.sse):
         metrics[SSE] = float(summary.sse)
+    if sampling_key is not None:
+        metrics[SAMPLING_KEY] = int(sampling_key)
     content = RecordDict({RESULT_KEY: ArrayRecord(arrays), METRICS_KEY: MetricRecord(metrics)})
     return Message(content=content, reply_to=msg)
+
+
+def reply_sampling_key(content: RecordDict) -> int | None:
+    """The sampling key a reply declares, if it declares a valid one.
+
+    The key only orders the clients before the server draws positions among
+    them, so a client that lies about it gains no more rounds than any other.
+    """
+    metrics = content.metric_records.get(METRICS_KEY)
+    key = None if metrics is None else metrics.get(SAMPLING_KEY)
+    return key if isinstance(key, int) and not isinstance(key, bool) else None
 
 
 def read_reply(

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .config import RunConfig
 from .server.artifacts import RunResult, read_model
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
 
 #: Flower must not reach the internet: no telemetry, update check or per-run
 #: dependency installation (see Flower's documentation of these variables).
@@ -35,36 +41,75 @@ def simulate(
     num_clients: int,
     *,
     cpus_per_client: float = 1.0,
+    verbose: bool = False,
 ) -> RunResult:
     """Run ``config`` over ``num_clients`` simulated clients and return the model.
 
     Client ``i`` reads partition ``i`` of ``partitions_dir`` (written by
     :func:`fedcluster.data.write_partitions` or ``fedcluster partition``).
+    Unless ``verbose``, only fedcluster's own log lines (rounds, warnings,
+    rejected clients) and Flower's errors are shown: Flower's and Ray's
+    notices, the strategy's list of settings and the clients' own log lines
+    (whose rejections the server logs anyway) are hidden.
 
     Raises
     ------
     SimulationError
-        The ServerApp failed (its log says why) and wrote no new model.
+        The ServerApp failed (the message says why, in one line) and wrote no
+        new model.
     """
     set_offline_env()
     from flwr.simulation import run_simulation  # Ray loads only when a simulation runs
 
     from .client.app import build_client_app
     from .server.app import build_server_app
+    from .strategies import RunFailed
 
     data = {"partitions-dir": str(Path(partitions_dir).resolve())}
+    backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}
+    if not verbose:
+        backend["init_args"] = {"log_to_driver": False, "logging_level": logging.ERROR}
     started = datetime.now(timezone.utc).replace(microsecond=0)
     try:
-        run_simulation(
-            server_app=build_server_app({**config.to_flower(), **data}),
-            client_app=build_client_app(data),
-            num_supernodes=num_clients,
-            backend_config={"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}},
-        )
+        with _quiet(not verbose):
+            run_simulation(
+                server_app=build_server_app({**config.to_flower(), **data}),
+                client_app=build_client_app(data),
+                num_supernodes=num_clients,
+                backend_config=backend,
+            )
     except Exception as exc:  # noqa: BLE001 - Flower re-raises the ServerApp's failure as is
-        raise SimulationError(f"the simulated run failed: {type(exc).__name__}: {exc}") from exc
+        raise SimulationError(str(exc) if isinstance(exc, RunFailed) else
+                              f"the simulated run failed: {type(exc).__name__}: {exc}") from exc
     model = Path(config.out_dir) / "model.pb"
     result = read_model(model) if model.is_file() else None
     if result is None or result.created < started:
         raise SimulationError(f"the simulated run wrote no new {model}; its log above says why")
     return result
+
+
+class _OwnLinesOnly(logging.Filter):
+    """Pass fedcluster's own records (but not its details) and Flower's errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        own = record.pathname.startswith(_PACKAGE_DIR)
+        return own and not getattr(record, "fedcluster_detail", False)
+
+
+@contextmanager
+def _quiet(enabled: bool) -> Iterator[None]:
+    """Hide Flower's and Ray's notices (deprecation, accelerator tip) while a simulation runs."""
+    if not enabled:
+        yield
+        return
+    logger = logging.getLogger("flwr")
+    only_own = _OwnLinesOnly()
+    logger.addFilter(only_own)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray\.")
+            yield
+    finally:
+        logger.removeFilter(only_own)

@@ -183,3 +183,99 @@ def test_plots_of_recovered_centres_and_rounds(grid_file, tmp_path):
     written = plot(grid, rows, tmp_path / "plots", lambda spec: cached_dataset(spec, 0))
     assert sorted(p.name for p in written) == ["centres-s1-iid.png", "rounds-s1-iid.png"]
     assert all(p.stat().st_size > 1000 for p in written)
+
+
+# -- k from the dataset, data files -------------------------------------------------
+
+FILE_GRID = """
+name = "files"
+seeds = 2
+clients = 2
+datasets = {datasets}
+splits = {splits}
+
+[[methods]]
+label = "DWF"
+algorithm = "dwf"
+settings = {{ num-server-rounds = 3, n-init = 2 }}
+"""
+
+
+def _three_blobs(tmp_path):
+    rng = np.random.default_rng(0)
+    centers = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    labels = np.repeat(np.arange(3), 20)
+    X = centers[labels] + rng.normal(0.0, 0.5, size=(60, 2))
+    np.savez(tmp_path / "blobs.npz", X=X, y=labels, centers=centers)
+    lines = [f"{a!r},{b!r},{'abc'[c]}" for (a, b), c in zip(X.tolist(), labels.tolist())]
+    (tmp_path / "blobs.csv").write_text("u,v,group\n" + "\n".join(lines) + "\n")
+    (tmp_path / "bare.csv").write_text("u,v\n" + "\n".join(line.rsplit(",", 1)[0]
+                                                           for line in lines) + "\n")
+    return centers
+
+
+def _write_grid(tmp_path, datasets, splits=("iid",), extra=""):
+    path = tmp_path / "files.toml"
+    path.write_text(FILE_GRID.format(datasets=json.dumps(list(datasets)),
+                                     splits=json.dumps(list(splits))) + extra)
+    return path
+
+
+def test_a_grid_without_k_takes_each_datasets_number_of_clusters(tmp_path):
+    _three_blobs(tmp_path)
+    files = [str(tmp_path / "blobs.npz"), f"{tmp_path / 'blobs.csv'}?label-column=group"]
+    grid = load_grid(_write_grid(tmp_path, ["s1", "triebe", "garst-grid?side=2", *files]))
+    k = {(r.dataset, r.seed): r.settings["k"] for r in grid.runs}
+    assert k == {(d, s): want for d, want in zip(["s1", "triebe", "garst-grid?side=2", *files],
+                                                  [15, 5, 4, 3, 3]) for s in (0, 1)}
+    # A k of the grid, the method or a sweep wins over the dataset's.
+    path = _write_grid(tmp_path, ["s1"])
+    path.write_text(path.read_text().replace("n-init = 2 }", "n-init = 2, k = 4 }"))
+    assert {r.settings["k"] for r in load_grid(path).runs} == {4}
+    path.write_text(path.read_text().replace(", k = 4 }", " }\nsweep = { k = [2, 3] }"))
+    assert {r.settings["k"] for r in load_grid(path).runs} == {2, 3}
+    path.write_text(path.read_text().replace('name = "files"', 'name = "files"\nk = 7'))
+    assert {r.settings["k"] for r in load_grid(path).runs} == {2, 3}
+
+
+def test_a_grid_without_k_on_a_dataset_without_ground_truth_is_refused(tmp_path):
+    _three_blobs(tmp_path)
+    bare = str(tmp_path / "bare.csv")
+    with pytest.raises(ValueError, match=(
+            f"no k given, and dataset '{bare}' has neither labels nor true centres to take it "
+            r"from; set k in the grid \(k = 15\) or in the method's settings")):
+        load_grid(_write_grid(tmp_path, [bare]))
+    with pytest.raises(ValueError, match="no k given.*dataset 'nowhere.csv' cannot be loaded"):
+        load_grid(_write_grid(tmp_path, ["nowhere.csv"]))
+    # With k the grid loads.
+    path = _write_grid(tmp_path, [bare])
+    path.write_text(path.read_text().replace('name = "files"', 'name = "files"\nk = 3'))
+    assert {r.settings["k"] for r in load_grid(path).runs} == {3}
+
+
+def test_bench_runs_file_datasets_with_labels_and_centres(tmp_path):
+    centers = _three_blobs(tmp_path)
+    csv_spec = f"{tmp_path / 'blobs.csv'}?label-column=group"
+    npz_spec = str(tmp_path / "blobs.npz")
+    grid = load_grid(_write_grid(tmp_path, [npz_spec, csv_spec], splits=["dirichlet:0.5"]))
+    rows = run_grid(grid, tmp_path / "out", workers=1, progress=lambda line: None)
+    assert len(rows) == 4 and not any(r["error"] for r in rows)
+    for row in rows:
+        assert row["n"] == 60 and len(row["centroids"]) == 3 and 0.0 <= row["ari"] <= 1.0
+    by_dataset = {r["dataset"]: r for r in rows if r["seed"] == 0}
+    # Centres given (npz): the centre distance is computed; none in the CSV: absent.
+    assert by_dataset[npz_spec]["centre_distance"] < 1.0
+    assert "centre_distance" not in by_dataset[csv_spec]
+    assert load_spec(npz_spec, seed=0).true_centers.tolist() == centers.tolist()
+
+
+def test_a_label_split_of_an_unlabelled_file_fails_its_runs_saying_how_to_add_labels(tmp_path):
+    _three_blobs(tmp_path)
+    path = _write_grid(tmp_path, [str(tmp_path / "bare.csv")], splits=["by-label"])
+    path.write_text(path.read_text().replace('name = "files"', 'name = "files"\nk = 3'))
+    rows = run_grid(load_grid(path), tmp_path / "out", workers=1, progress=lambda line: None)
+    assert rows == []
+    logged = [json.loads(line) for line in (tmp_path / "out" / RUNS_LOG).read_text().splitlines()]
+    assert len(logged) == 2
+    assert all("needs labels; this dataset has none" in r["error"]
+               and "write the dataset as 'FILE.csv?label-column=NAME'" in r["error"] for r in logged)

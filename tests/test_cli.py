@@ -116,3 +116,53 @@ def test_simulate_runs_every_method(tmp_path, capsys, algorithm):
     result = read_model(out / "model.pb")
     assert result.algorithm == algorithm and result.n_points == 5000
     assert "distance to the true centres of s1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--clients", "0"], "--clients must be at least 1, got 0"),
+    (["--k", "6000"], "--k 6000 is more than the 5000 points of s1"),
+    (["--dataset", "missing/points.csv"], "data file missing/points.csv: no such file (looked in "),
+    (["--dataset", "points.npy"], "data file points.npy: no such file"),
+])
+def test_simulate_refuses_bad_input_before_flower_starts(tmp_path, capsys, monkeypatch, argv, says):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("fedcluster.simulation.simulate",
+                        lambda *a, **k: pytest.fail("the simulation must not start"))
+    assert main(["simulate", *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fedcluster: error: {says}") and err.count("\n") == 1
+
+
+def test_partition_prints_absolute_paths_and_names_the_overwrite_flag(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["partition", "--clients", "2", "--out", "parts"]) == 0
+    out = capsys.readouterr().out
+    assert f"data-path=\"{tmp_path / 'parts' / 'client_000.npy'}\"" in out
+    assert main(["partition", "--clients", "2", "--out", "parts"]) == 2
+    assert "choose another --out or pass --overwrite" in capsys.readouterr().err
+    assert main(["partition", "--clients", "3", "--out", "parts", "--overwrite"]) == 0
+
+
+def test_inspect_into_a_closed_pipe_is_quiet(tmp_path):
+    result = RunResult(algorithm="dwf", settings={"k": 2}, centroids=np.zeros((400, 2)),
+                       counts=np.ones(400), score=0.5, n_points=400, rounds=1, converged=True,
+                       best_restart=0, history=[])
+    write_run(result, tmp_path)
+    done = subprocess.run(f"'{sys.executable}' -m fedcluster.cli inspect --json "
+                          f"'{tmp_path / 'model.pb'}' | head -1", shell=True, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout == "{\n" and done.stderr == ""
+
+
+@pytest.mark.slow
+def test_a_run_whose_clients_all_fail_exits_1_with_one_line(tmp_path):
+    start = tmp_path / "start.npy"
+    np.save(start, np.zeros((15, 3)))  # S1 has 2 columns: every client refuses this model
+    done = subprocess.run(
+        [sys.executable, "-m", "fedcluster.cli", "simulate", "--clients", "3", "--init", str(start),
+         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("fedcluster: error: round 1: 0 of 3 clients answered usably"), last
+    assert "client data has dimension 2, the global model 3" in last
+    assert not (tmp_path / "out" / "model.pb").exists()

@@ -17,7 +17,7 @@ LLOYD_CONFIG = {"local-steps": 1, "tol": 0.0, "chunk-size": 64, "device": "cpu"}
 
 def ask(node_config, message_type, config, centroids=None, run_config=None, app=None):
     grid = InProcessGrid(app or build_client_app(), [node_config], run_config)
-    [reply] = grid.send_and_receive([make_request(message_type, 100, config, centroids)])
+    [reply] = grid.send_and_receive([make_request(message_type, grid.node_ids[0], config, centroids)])
     return reply
 
 

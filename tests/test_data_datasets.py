@@ -114,3 +114,59 @@ def test_dataset_is_frozen_and_validated():
         dataclasses.replace(ds, labels=np.zeros(9, dtype=np.int64))
     with pytest.raises(DataError, match="expected 2 features"):
         dataclasses.replace(ds, true_centers=np.zeros((2, 3)))
+
+
+# -- files with labels and true centres -----------------------------------------
+
+
+def test_a_csv_file_with_a_named_label_column(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("f1,f2,class\n0,0,3\n1,1,3\n9,9,7\n")
+    ds = load_dataset(str(path), label_column="class")
+    assert ds.X.shape == (3, 2) and list(ds.labels) == [3, 3, 7] and ds.true_centers is None
+    assert ds.known_k == 2
+    with pytest.raises(DataError, match="column 'class' looks like labels"):
+        load_dataset(str(path))
+    with pytest.raises(DataError, match=r"no column 'kind' \(columns: f1, f2, class\)"):
+        load_dataset(str(path), label_column="kind")
+    assert load_dataset(str(path), label_column="").X.shape == (3, 3)
+
+
+def test_an_npz_file_with_labels_and_true_centres(tmp_path):
+    X = np.array([[0.0, 0.0], [0.2, 0.0], [5.0, 5.0], [5.0, 5.2]])
+    centers = np.array([[0.1, 0.0], [5.0, 5.1], [9.0, 9.0]])
+    np.savez(tmp_path / "p.npz", X=X, y=np.array([0, 0, 1, 1]), centers=centers)
+    ds = load_dataset(str(tmp_path / "p.npz"))
+    assert list(ds.labels) == [0, 0, 1, 1]
+    np.testing.assert_array_equal(ds.true_centers, centers)
+    assert ds.known_k == 3  # the centres, not the labels
+    np.savez(tmp_path / "bad.npz", X=X, centers=np.zeros((2, 3)))
+    with pytest.raises(DataError, match=r"bad\.npz: the true centres must have shape \(k, 2\)"):
+        load_dataset(str(tmp_path / "bad.npz"))
+
+
+def test_label_column_only_for_files():
+    with pytest.raises(ValueError, match="label_column \\('class'\\) names a column of a CSV "
+                       "file; the dataset 's1' is not a file"):
+        load_dataset("s1", label_column="class")
+
+
+def test_known_k_of_named_and_unlabelled_datasets(tmp_path):
+    assert load_dataset("s1").known_k == 15
+    assert load_dataset("triebe").known_k == 5  # 5 Gaussians; the labels are the 50 clients
+    assert make_blobs(BlobsParams(n_samples=50, centers=3), seed=0).known_k == 3  # not the noise
+    assert load_dataset(str(write_points(tmp_path / "p.npy", np.ones((3, 2))))).known_k is None
+
+
+@pytest.mark.parametrize("split", ["by-label", "dirichlet:0.3"])
+def test_a_label_split_of_an_unlabelled_file_says_how_to_supply_labels(tmp_path, split):
+    from fedcluster.data import partition_indices
+
+    path = tmp_path / "p.csv"
+    path.write_text("f1,f2\n" + "".join(f"{i},{i}\n" for i in range(20)))
+    ds = load_dataset(str(path))
+    with pytest.raises(ValueError, match=(
+            f"split {split} needs labels; this dataset has none. Supply them: for a CSV file "
+            r"name its label column \(--label-column NAME; a column named 'label' is used by "
+            r"default\), or use an \.npz file with the points in 'X' and the labels in 'y'")):
+        partition_indices(len(ds.X), 2, split, labels=ds.labels, points=ds.X, seed=0)

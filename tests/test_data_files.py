@@ -233,3 +233,112 @@ def test_write_validates_before_touching_the_file(tmp_path):
         write_points(path, np.array([[1.0, np.nan]]))
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["p.npy"]
+
+
+# -- label columns and true centres (read_file) ---------------------------------
+
+
+def test_csv_class_column_must_be_named_or_declined(tmp_path):
+    from fedcluster.data.files import read_file
+
+    path = tmp_path / "p.csv"
+    path.write_text("f1,f2,class\n0.5,0.25,1\n1.5,2.5,2\n")
+    # Not named: an error that says how to choose, never a silent feature.
+    with pytest.raises(DataError, match=r"p\.csv: column 'class' looks like labels, but no label "
+                       r"column was named.*label_column='class'.*--label-column class"):
+        read_file(path)
+    with pytest.raises(DataError, match="looks like labels"):
+        read_points(path)  # the clients' reader too
+    data = read_file(path, label_column="class")
+    np.testing.assert_array_equal(data.X, [[0.5, 0.25], [1.5, 2.5]])
+    assert data.labels.dtype == np.int64 and list(data.labels) == [1, 2] and data.centers is None
+    np.testing.assert_array_equal(read_points(path, label_column="class"), data.X)
+    # "" declines: every column is a feature.
+    none = read_file(path, label_column="")
+    assert none.X.shape == (2, 3) and none.labels is None
+
+
+@pytest.mark.parametrize("header", ["x0,x1,target", "x0,x1,labels", "x0,x1,Label", "a,b,y",
+                                    "x0,label,Class"])
+def test_label_like_columns_are_refused_without_a_named_label_column(tmp_path, header):
+    path = tmp_path / "p.csv"
+    path.write_text(f"{header}\n1,2,3\n")
+    name = header.split(",")[-1]
+    with pytest.raises(DataError, match=f"column '{name}' looks like labels"):
+        read_labelled(path)
+    X, y = read_labelled(path, label_column=name)
+    assert X.shape == (1, 2) and list(y) == [3]
+
+
+def test_y_beside_x_is_a_coordinate(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("x,y\n1,2\n3,4\n")
+    X, y = read_labelled(path)
+    np.testing.assert_array_equal(X, [[1, 2], [3, 4]])
+    assert y is None
+
+
+def test_unknown_label_column_lists_the_header(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text("f1,f2,species\n1,2,3\n")
+    with pytest.raises(DataError, match=r"data\.csv: no column 'kind' \(columns: f1, f2, species\); "
+                       r"the label column must be one of the header's columns"):
+        read_labelled(path, label_column="kind")
+
+
+def test_text_labels_are_coded_in_sorted_order(tmp_path):
+    path = tmp_path / "iris.csv"
+    path.write_text("sepal,petal,species\n1,2,versicolor\n3,4, setosa\n5,6,versicolor\n")
+    X, y = read_labelled(path, label_column="species")
+    assert X.shape == (3, 2) and list(y) == [1, 0, 1]
+    path.write_text("sepal,petal,species\n1,2,versicolor\n3,4,\n")
+    with pytest.raises(DataError, match=r"label column 'species' has an empty cell \(line 3\)"):
+        read_labelled(path, label_column="species")
+
+
+def test_a_non_numeric_feature_says_how_to_name_the_label_column(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("f1,kind\n1,cat\n")
+    with pytest.raises(DataError, match=r"p\.csv: column 'kind' is not numeric \(line 2: 'cat'\); "
+                       r".*if 'kind' holds labels, name it as the label column "
+                       r"\(label_column='kind'; on the command line --label-column kind\)"):
+        read_points(path)
+    X, y = read_labelled(path, label_column="kind")
+    assert X.tolist() == [[1.0]] and list(y) == [0]
+
+
+def test_npz_with_labels_and_true_centres(tmp_path):
+    from fedcluster.data.files import read_file
+
+    X = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0]])
+    centers = np.array([[0.05, 0.0], [5.0, 5.0]])
+    np.savez(tmp_path / "p.npz", X=X, y=np.array([0, 0, 1]), centers=centers)
+    data = read_file(tmp_path / "p.npz")
+    np.testing.assert_array_equal(data.X, X)
+    assert list(data.labels) == [0, 0, 1]
+    assert data.centers.dtype == np.float64
+    np.testing.assert_array_equal(data.centers, centers)
+    # Centres are not taken for the points when 'X' is missing.
+    np.savez(tmp_path / "q.npz", points=X, centres=centers)
+    np.testing.assert_array_equal(read_file(tmp_path / "q.npz").centers, centers)
+    np.testing.assert_array_equal(read_points(tmp_path / "q.npz"), X)
+
+
+@pytest.mark.parametrize(("centers", "message"), [
+    (np.zeros((2, 3)), r"true centres must have shape \(k, 2\).*got shape \(2, 3\)"),
+    (np.zeros(2), r"true centres must have shape \(k, 2\).*got shape \(2,\)"),
+    (np.array([[0.0, np.nan]]), r"p\.npz: true centres: 1 non-finite values"),
+])
+def test_npz_centres_are_checked(tmp_path, centers, message):
+    from fedcluster.data.files import read_file
+
+    np.savez(tmp_path / "p.npz", X=np.zeros((3, 2)), centers=centers)
+    with pytest.raises(DataError, match=message):
+        read_file(tmp_path / "p.npz")
+
+
+def test_label_column_is_for_csv_only(tmp_path):
+    np.savez(tmp_path / "p.npz", X=np.zeros((3, 2)))
+    with pytest.raises(DataError, match=r"p\.npz: label_column \('y'\) applies to \.csv files "
+                       r"only; an \.npz file holds its labels in an array 'y'"):
+        read_labelled(tmp_path / "p.npz", label_column="y")

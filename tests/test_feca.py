@@ -29,7 +29,7 @@ def feca_config(radius="algorithm4", k=2):
 def ask(tmp_path, X, config):
     np.save(tmp_path / "x.npy", X)
     grid = InProcessGrid(build_client_app(), [{"data-path": str(tmp_path / "x.npy")}])
-    [reply] = grid.send_and_receive([make_request(FECA, 100, config)])
+    [reply] = grid.send_and_receive([make_request(FECA, grid.node_ids[0], config)])
     return reply
 
 
@@ -115,10 +115,11 @@ def test_fewer_groups_than_k_give_fewer_centroids_and_say_so(tmp_path, flwr_log)
 def test_replies_with_too_many_centroids_are_rejected(tmp_path, flwr_log):
     big = ClientSummary(n=1, centroids=column(0, 1, 2, 3), counts=np.array([1.0, 0, 0, 0]),
                         radii=np.ones(4))
-    result = FeCA(2, k_prime=3, device="cpu").fit(canned_grid(tmp_path, [CLIENT_A, big]))
+    grid = canned_grid(tmp_path, [CLIENT_A, big])
+    result = FeCA(2, k_prime=3, device="cpu").fit(grid)
     np.testing.assert_allclose(result.centroids, column(5.3, 0), atol=1e-14)
-    assert ("rejected node 101: malformed reply: sent 4 local centroids, at most 3 asked"
-            in messages(flwr_log))
+    assert (f"rejected node {grid.node_ids[1]}: malformed reply: sent 4 local centroids, "
+            "at most 3 asked" in messages(flwr_log))
 
 
 def test_from_config_and_bad_parameters():

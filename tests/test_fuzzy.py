@@ -30,7 +30,7 @@ def case1_parts(seed: int) -> list[np.ndarray]:
 
 def ask(tmp_path, X, config, centroids):
     grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "one", [X]))
-    [reply] = grid.send_and_receive([make_request(FUZZY, 100, config, centroids)])
+    [reply] = grid.send_and_receive([make_request(FUZZY, grid.node_ids[0], config, centroids)])
     return reply
 
 

@@ -25,7 +25,7 @@ START = np.array([[0.0], [6.0], [11.0], [30.0]])
 def ask(tmp_path, rows, message_type, config, centroids=None):
     np.save(tmp_path / "rows.npy", rows)
     grid = InProcessGrid(build_client_app(), [{"data-path": str(tmp_path / "rows.npy")}])
-    [reply] = grid.send_and_receive([make_request(message_type, 100, config, centroids)])
+    [reply] = grid.send_and_receive([make_request(message_type, grid.node_ids[0], config, centroids)])
     return reply
 
 

@@ -11,7 +11,7 @@ from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices
 from fedcluster.metrics import centre_distance
 from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import WeightedFederatedKMeans, build_strategy
+from fedcluster.strategies import RunFailed, WeightedFederatedKMeans, build_strategy
 from fedcluster.strategies.kfed import KFed
 
 
@@ -90,7 +90,7 @@ def test_kfed_start_of_dwf_is_the_kfed_strategy(tmp_path, s1_dirichlet):
 
 def test_no_usable_reply_fails_the_run(tmp_path):
     grid = InProcessGrid(build_client_app(), [{"data-path": str(tmp_path / "missing.npy")}])
-    with pytest.raises(RuntimeError, match="kfed: no usable reply to the one-shot request"):
+    with pytest.raises(RunFailed, match=r"k-FED \(local k' = 2\): 0 of 1 clients answered usably"):
         KFed(2).fit(grid)
 
 

@@ -32,7 +32,7 @@ def triebe_parts(seed: int) -> list[np.ndarray]:
 
 def ask(tmp_path, X, config, centroids):
     grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "one", [X]))
-    [reply] = grid.send_and_receive([make_request(MINIBATCH, 100, config, centroids)])
+    [reply] = grid.send_and_receive([make_request(MINIBATCH, grid.node_ids[0], config, centroids)])
     return reply
 
 

@@ -37,13 +37,13 @@ def test_waits_for_min_nodes_then_never_again(tmp_path, monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
     grid = grid_of(tmp_path, 3, SlowStartGrid)
     strategy = plumbing(min_nodes=3)
-    assert strategy.wait_for_nodes(grid) == [100, 101, 102]
+    assert strategy.wait_for_nodes(grid) == sorted(grid.node_ids)
     assert grid.calls == 3
 
 
 def test_goes_on_with_fewer_nodes_after_the_timeout(tmp_path, flwr_log):
     grid = grid_of(tmp_path, 2)
-    assert plumbing(min_nodes=5, node_wait_timeout=0.01).wait_for_nodes(grid) == [100, 101]
+    assert plumbing(min_nodes=5, node_wait_timeout=0.01).wait_for_nodes(grid) == sorted(grid.node_ids)
     assert "Only 2 of 5 clients connected; going on" in messages(flwr_log)
 
 
@@ -57,8 +57,9 @@ def test_a_lost_client_does_not_make_later_rounds_wait(tmp_path):
     grid = grid_of(tmp_path, 3)
     strategy = plumbing(min_nodes=3, node_wait_timeout=60)
     strategy.wait_for_nodes(grid)
-    del grid._contexts[101]
-    assert strategy.connected_nodes(grid) == [100, 102]
+    first, lost, third = grid.node_ids
+    del grid._contexts[lost]
+    assert strategy.connected_nodes(grid) == sorted([first, third])
 
 
 @pytest.mark.parametrize(("participation", "expected"), [(1.0, 10), (0.3, 3), (0.05, 1), (0.25, 3)])
@@ -83,3 +84,14 @@ def test_sampling_is_seeded_and_sorted(tmp_path):
 def test_bad_sampling_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         plumbing(**kwargs)
+
+
+def test_sampling_keeps_flower_node_ids_exact(tmp_path):
+    # Flower's node ids are uint64 values above 2**53: a draw through float64
+    # would give ids that no node has (the bug that made partial participation train nothing).
+    grid = grid_of(tmp_path, 10)
+    assert max(grid.node_ids) > 2**53
+    draws = [plumbing(participation=0.5).sample_nodes(grid, np.random.default_rng(seed))
+             for seed in (7, 7, 8)]
+    assert all(set(draw) <= set(grid.node_ids) and len(draw) == 5 for draw in draws)
+    assert draws[0] == draws[1] != draws[2]

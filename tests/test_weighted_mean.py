@@ -10,7 +10,7 @@ from flwr.clientapp import ClientApp
 from conftest import messages, save_parts
 from fedcluster.client.app import build_client_app
 from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import WeightedFederatedKMeans
+from fedcluster.strategies import RunFailed, WeightedFederatedKMeans
 
 
 def reference_lloyd(X: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, float]:
@@ -229,7 +229,8 @@ def test_bad_clients_are_rejected_logged_and_the_run_goes_on(tmp_path, s1, s1_st
         config["corrupt"] = mode
     configs[4]["data-path"] = str(tmp_path / "missing.npy")
     grid = InProcessGrid(corrupting_app(), configs)
-    result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=2).fit(grid)
+    result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=2,
+                                     min_answer_fraction=0.1).fit(grid)
 
     good = parts[5]
     C = np.load(path)
@@ -238,34 +239,56 @@ def test_bad_clients_are_rejected_logged_and_the_run_goes_on(tmp_path, s1, s1_st
     np.testing.assert_allclose(result.centroids, C, rtol=1e-12)
     for record in (r for r in result.history if r.phase == "train"):
         assert (record.clients_sampled, record.clients_answered, record.clients_rejected) == (6, 1, 5)
-        assert record.participants == (105,)
+        assert record.participants == (grid.node_ids[5],)
     log = messages(flwr_log)
-    assert "rejected node 100: malformed reply: 'centroids' has non-finite values" in log
-    assert "rejected node 101: malformed reply: 'centroids' has shape (14, 2), expected (15, 2)" in log
-    assert "rejected node 102: malformed reply: 'counts' has negative values" in log
-    assert "rejected node 103: error reply (code 2): RuntimeError: simulated crash" in log
-    assert "rejected node 104: error reply (code 400): client data" in log and "missing.npy" in log
+    node = grid.node_ids
+    assert f"rejected node {node[0]}: malformed reply: 'centroids' has non-finite values" in log
+    assert (f"rejected node {node[1]}: malformed reply: 'centroids' has shape (14, 2), "
+            "expected (15, 2)" in log)
+    assert f"rejected node {node[2]}: malformed reply: 'counts' has negative values" in log
+    assert f"rejected node {node[3]}: error reply (code 2): RuntimeError: simulated crash" in log
+    assert f"rejected node {node[4]}: error reply (code 400): client data" in log
+    assert "missing.npy" in log
 
 
 def test_unreachable_client_is_reported_missing(tmp_path, s1, s1_start, flwr_log):
     path, _ = s1_start
     grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", iid_parts(s1, 3)))
-    grid.unreachable.add(101)
+    first, lost, third = grid.node_ids
+    grid.unreachable.add(lost)
     result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=1,
                                      round_timeout=0.1).fit(grid)
     train = [r for r in result.history if r.phase == "train"]
-    assert train[0].participants == (100, 102)
-    assert "no reply within 0.1 s from node(s) [101]" in messages(flwr_log)
+    assert train[0].participants == tuple(sorted((first, third)))
+    assert f"no reply within 0.1 s from node(s) [{lost}]" in messages(flwr_log)
 
 
-def test_round_without_usable_reply_keeps_the_model(tmp_path, s1, s1_start, flwr_log):
+def test_round_without_usable_reply_fails_the_run(tmp_path, s1, s1_start):
     path, start = s1_start
     configs = [{"data-path": str(tmp_path / "nothing.npy")}]
     grid = InProcessGrid(build_client_app(), configs)
     strategy = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=2)
-    with pytest.raises(RuntimeError, match="no restart could be scored"):
+    with pytest.raises(RunFailed, match=(
+            rf"round 1: 0 of 1 clients answered usably, min-answer-fraction 0.5 needs 1 "
+            rf"\(node {grid.node_ids[0]}: error reply \(code 400\): client data .*nothing.npy")):
         strategy.fit(grid)
-    assert "no usable reply; the global centroids stay as they are" in messages(flwr_log)
+
+
+@pytest.mark.parametrize(("answering", "fails"), [(3, True), (6, False)])
+def test_a_minority_of_answers_fails_the_round(tmp_path, s1, s1_start, answering, fails):
+    path, _ = s1_start
+    configs = save_parts(tmp_path / "parts", iid_parts(s1, 12))
+    for config in configs[answering:]:
+        config["data-path"] = str(tmp_path / "missing.npy")
+    strategy = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=1)
+    grid = InProcessGrid(build_client_app(), configs)
+    if fails:
+        with pytest.raises(RunFailed, match="3 of 12 clients answered usably, "
+                           "min-answer-fraction 0.5 needs 6 .*; 7 more rejected"):
+            strategy.fit(grid)
+    else:
+        [train] = [r for r in strategy.fit(grid).history if r.phase == "train"]
+        assert (train.clients_sampled, train.clients_answered, train.clients_rejected) == (12, 6, 6)
 
 
 def test_flower_start_returns_a_result(tmp_path, s1, s1_start):

@@ -8,7 +8,7 @@ parameter lists to sweep) and seeds; every combination is one run::
     clients = 10
     datasets = ["s1", "s2", "s3", "s4"]
     splits = ["iid", "dirichlet:0.3"]
-    k = 15                            # default k of every method (else the dataset's classes)
+    k = 15                            # default k of every method (else each dataset's own, below)
     best-of = 5                       # optional: tables also over each cell's 5 lowest-score runs
 
     [[methods]]
@@ -43,6 +43,33 @@ Settings are run-config keys (:class:`fedcluster.config.RunConfig`); each run is
 validated before anything starts. Datasets take generator parameters as
 ``"name?key=value&key=value"`` (see :func:`fedcluster.data.load_dataset`);
 ``data-seed=S`` fixes a generated dataset across the grid's seeds.
+
+The number of clusters
+----------------------
+A method's ``k`` comes from its ``sweep``, else its ``settings``, else the
+grid's ``k``. Where none gives it, each run uses its dataset's own number:
+the number of true centres when the dataset has them, else its number of
+distinct labels (:attr:`fedcluster.data.Dataset.known_k`; for ``s1`` 15, for
+``digits`` 10, for ``triebe`` its ``clusters``, not its clients). The grid
+loads each dataset once to count (per seed for a generated one), and a
+dataset with neither labels nor centres is an error when the grid is loaded.
+
+Data files
+----------
+A dataset may be a data file (``.npy``, ``.npz``, ``.csv``, ``.txt``; see
+:mod:`fedcluster.data.files`), its path relative to the directory
+``fedcluster bench`` runs in (or absolute)::
+
+    datasets = ["data/points.npz", "data/patients.csv?label-column=diagnosis"]
+
+An ``.npz`` file gives its points in ``X``, labels in ``y`` and true centres
+in ``centers`` (shape ``(k, d)``); with centres the runs report
+``centre_distance`` and the knowledge gaps. A CSV file names its label column
+with ``?label-column=NAME`` (otherwise a column named ``label`` holds the
+labels; ``?label-column=`` reads every column as a feature); the labels feed
+the label-based splits (``dirichlet:ALPHA``, ``by-label``,
+``clusters-per-client:...``) and the label metrics, and never leave a client.
+A file is fixed data: the seeds change the split and the method, not the rows.
 """
 
 from __future__ import annotations
@@ -57,6 +84,7 @@ from typing import Any
 
 from ..config import RunConfig
 from ..data.partition import parse_split
+from .datasets import load_spec
 
 #: Run-config keys a grid may not set: the harness owns where data and results are.
 RESERVED = ("out-dir", "dataset", "split", "partitions-dir", "seed")
@@ -156,8 +184,9 @@ def load_grid(path: str | Path) -> Grid:
     for split in splits:
         parse_split(split)
     runs = []
+    known_k: dict[tuple[str, int], int] = {}  # (dataset, seed) -> k, shared by the methods
     for method in spec["methods"]:
-        runs.extend(_method_runs(path, spec, method, seeds, splits))
+        runs.extend(_method_runs(path, spec, method, seeds, splits, known_k))
     published = tuple(Published(**{k.replace("-", "_"): v for k, v in p.items()})
                       for p in spec.get("published", []))
     tables = tuple(spec.get("tables", [{"metric": "score"}]))
@@ -175,7 +204,8 @@ def load_grid(path: str | Path) -> Grid:
                 tables=tables)
 
 
-def _method_runs(path: Path, spec: dict, method: dict, seeds: list[int], splits: list[str]):
+def _method_runs(path: Path, spec: dict, method: dict, seeds: list[int], splits: list[str],
+                 known_k: dict[tuple[str, int], int]):
     unknown = set(method) - {"label", "algorithm", "settings", "sweep", "clients", "datasets", "splits"}
     if unknown:
         raise ValueError(f"grid {path}: method {method.get('label')!r} has unknown keys {sorted(unknown)}")
@@ -186,6 +216,7 @@ def _method_runs(path: Path, spec: dict, method: dict, seeds: list[int], splits:
     if reserved := set(settings) & set(RESERVED):
         raise ValueError(f"grid {path}: method {label!r} sets {sorted(reserved)}; the grid sets them")
     sweep = method.get("sweep", {})
+    dataset_k = "k" not in settings and "k" not in sweep  # k from each run's dataset
     keys = sorted(sweep)
     clients = method.get("clients", spec.get("clients", 10))
     for values in itertools.product(*(sweep[k] for k in keys)):
@@ -195,7 +226,31 @@ def _method_runs(path: Path, spec: dict, method: dict, seeds: list[int], splits:
         for dataset in method.get("datasets", spec["datasets"]):
             for split in method.get("splits", splits):
                 for seed in seeds:
+                    run_settings = {**settings, **swept}
+                    if dataset_k:
+                        run_settings["k"] = _dataset_k(path, dataset, int(seed), known_k)
                     run = RunSpec(label, dataset, split, int(run_clients), int(seed),
-                                  {**settings, **swept}, setting)
+                                  run_settings, setting)
                     run.config()  # validate now, not in the middle of the grid
                     yield run
+
+
+def _dataset_k(path: Path, dataset: str, seed: int, known_k: dict[tuple[str, int], int]) -> int:
+    """The number of clusters of ``dataset`` as drawn for ``seed`` (see the module docstring)."""
+    if (dataset, seed) not in known_k:
+        try:
+            data = load_spec(dataset, seed=seed)
+        except (ValueError, OSError) as exc:  # DataError is a ValueError
+            raise ValueError(
+                f"grid {path}: no k given, so the number of clusters is the dataset's, but "
+                f"dataset {dataset!r} cannot be loaded: {exc}") from None
+        k = data.known_k
+        if k is None:
+            raise ValueError(
+                f"grid {path}: no k given, and dataset {dataset!r} has neither labels nor true "
+                f"centres to take it from; set k in the grid (k = 15) or in the method's "
+                f"settings, or give the data file labels (a CSV file: "
+                f"'{dataset.partition('?')[0]}?label-column=NAME'; an .npz file: arrays 'y' "
+                f"or 'centers')")
+        known_k[(dataset, seed)] = k
+    return known_k[(dataset, seed)]

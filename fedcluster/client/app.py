@@ -25,7 +25,7 @@ from flwr.common.logger import log
 from .. import protocol
 from ..data import DataError
 from ..protocol import ClientSummary, ProtocolError, make_reply, read_request
-from .data import local_data
+from .data import PARTITION_ID_KEY, local_data
 
 #: Error code of a reply that reports bad input (request or local data).
 BAD_INPUT = 400
@@ -54,6 +54,12 @@ def _resolve(target: str) -> Step:
     return getattr(import_module(module), name)
 
 
+def _sampling_key(node_config: Mapping[str, Any]) -> int | None:
+    """The node's partition id, where it has one (every simulated client does)."""
+    key = node_config.get(PARTITION_ID_KEY)
+    return int(key) if isinstance(key, int) and not isinstance(key, bool) else None
+
+
 def build_client_app(defaults: Mapping[str, Any] | None = None) -> ClientApp:
     """Create the ClientApp.
 
@@ -77,7 +83,8 @@ def build_client_app(defaults: Mapping[str, Any] | None = None) -> ClientApp:
                     raise DataError(
                         f"client data has dimension {X.shape[1]}, the global model {centroids.shape[1]}"
                     )
-                return make_reply(msg, _resolve(target)(X, centroids, config))
+                return make_reply(msg, _resolve(target)(X, centroids, config),
+                                  sampling_key=_sampling_key(context.node_config))
             except (ProtocolError, DataError) as exc:
                 log(ERROR, "Rejected %s request: %s", msg.metadata.message_type, exc)
                 return Message(Error(code=BAD_INPUT, reason=str(exc)), reply_to=msg)

@@ -19,7 +19,8 @@ Generated, seeded (each with a frozen parameter dataclass, see
   clients, labels = client (:class:`FFCMCase1Params`).
 
 And ``digits``, scikit-learn's copy of the UCI handwritten digits (1797 x 64),
-loaded through scikit-learn when it is installed.
+loaded through scikit-learn when it is installed; ``mnist`` and ``mnist-test``,
+the shipped MNIST training and test images (``fedcluster/data/mnist/``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from fedcluster.data.files import read_labelled
+from fedcluster.data.files import READABLE_SUFFIXES, read_file
 from fedcluster.data.validation import DataError, validate_points
 
 __all__ = [
@@ -54,7 +55,8 @@ __all__ = [
 ]
 
 #: The datasets known by name (besides the G2 family, :data:`G2_NAMES`).
-DATASET_NAMES = ("s1", "s2", "s3", "s4", "blobs", "garst-grid", "triebe", "ffcm-case1", "digits")
+DATASET_NAMES = ("s1", "s2", "s3", "s4", "blobs", "garst-grid", "triebe", "ffcm-case1", "digits",
+                 "mnist", "mnist-test")
 #: Dimensions and standard deviations of the shipped G2-sets.
 G2_DIMENSIONS = (1, 2, 4, 8, 16, 32, 64, 128)
 G2_DEVIATIONS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
@@ -114,6 +116,10 @@ class Dataset:
         ``float64`` generating centres, shape ``(k, d)``.
     citation : str
         Where the data comes from; empty for user files.
+
+    A dataset read from a file (:func:`load_dataset` with a path) carries the
+    labels and true centres the file holds (CSV label column, ``.npz`` ``y``
+    and ``centers``), else ``None``.
     """
 
     name: str
@@ -141,6 +147,21 @@ class Dataset:
                 source=f"dataset {self.name} true centres",
             )
             object.__setattr__(self, "true_centers", centers)
+
+    @property
+    def known_k(self) -> int | None:
+        """The number of clusters the ground truth gives, or ``None`` without ground truth.
+
+        The number of true centres when the dataset has them, else the number
+        of distinct labels. Centres come first: the labels of ``triebe`` and
+        ``ffcm-case1`` are clients, not clusters, and those of ``blobs``
+        include the noise label.
+        """
+        if self.true_centers is not None:
+            return int(self.true_centers.shape[0])
+        if self.labels is not None:
+            return int(np.unique(self.labels).size)
+        return None
 
 
 @dataclass(frozen=True)
@@ -479,7 +500,12 @@ _GENERATORS = {
 
 
 def load_dataset(
-    spec: str, *, seed: int = 0, blobs: BlobsParams | None = None, **params: Any
+    spec: str,
+    *,
+    seed: int = 0,
+    blobs: BlobsParams | None = None,
+    label_column: str | None = None,
+    **params: Any,
 ) -> Dataset:
     """Load a named dataset or a file.
 
@@ -487,12 +513,17 @@ def load_dataset(
     ----------
     spec : str
         One of :data:`DATASET_NAMES` or :data:`G2_NAMES`, or the path of a
-        file readable by :func:`~fedcluster.data.files.read_labelled`.
+        file readable by :func:`~fedcluster.data.files.read_file`.
     seed : int, default 0
         Seed of the generated datasets; the shipped sets, digits and files
         are fixed data.
     blobs : BlobsParams, optional
         Parameters for ``"blobs"``; an error with any other ``spec``.
+    label_column : str, optional
+        For a CSV file: the column holding the labels (not a feature);
+        ``None`` keeps the ``label`` convention, ``""`` reads every column as
+        a feature (see :mod:`fedcluster.data.files`). An error for any other
+        dataset (an ``.npz`` file holds its labels in ``y``).
     **params
         Fields of the generated dataset's parameter dataclass
         (:data:`DATASET_PARAMS`), for example
@@ -506,8 +537,12 @@ def load_dataset(
         to ``true_centers[c - 1]``) and the 15 generating centres. For
         ``g2-D-S``: 2048 x D points, labels 0 and 1 (first and second 1024
         rows) and the two true centres. For ``digits``: 1797 x 64 pixel
-        values 0..16, labels 0..9, no centres. Generated sets: see their
-        ``make_*`` function. For a file: its points and labels, no centres.
+        values 0..16, labels 0..9, no centres. For ``mnist`` (``mnist-test``):
+        60000 (10000) x 784 pixels scaled to [0, 1], labels 0..9, no centres.
+        Generated sets: see their
+        ``make_*`` function. For a file: its points, its labels (CSV label
+        column, ``.npz`` ``y``) and its true centres (``.npz`` ``centers``),
+        each ``None`` where the file has none.
 
     Raises
     ------
@@ -520,6 +555,11 @@ def load_dataset(
     """
     if blobs is not None and spec != "blobs":
         raise ValueError(f"blobs parameters given, but the dataset is {spec!r}")
+    if label_column is not None and (spec in DATASET_NAMES or spec in G2_NAMES):
+        raise ValueError(
+            f"label_column ({label_column!r}) names a column of a CSV file; "
+            f"the dataset {spec!r} is not a file"
+        )
     if spec in _GENERATORS:
         if blobs is not None:
             if params:
@@ -538,14 +578,22 @@ def load_dataset(
         return _load_g2(spec)
     if spec == "digits":
         return _load_digits()
-    if not Path(spec).is_file():
+    if spec in MNIST_FILES:
+        return _load_mnist(spec)
+    path = Path(spec)
+    if path.suffix.lower() in READABLE_SUFFIXES or len(path.parts) > 1:
+        if not path.exists():
+            raise DataError(f"data file {spec}: no such file (looked in {path.resolve().parent})")
+        if not path.is_file():
+            raise DataError(f"data file {spec}: not a file")
+    elif not path.is_file():
         raise DataError(
             f"unknown dataset {spec!r}: not one of {', '.join(DATASET_NAMES)}, not a "
             f"shipped G2-set 'g2-D-S' (D in {', '.join(map(str, G2_DIMENSIONS))}; "
             f"S in {', '.join(map(str, G2_DEVIATIONS))}) and not an existing file"
         )
-    X, labels = read_labelled(spec)
-    return Dataset(spec, X, labels, None, "")
+    X, labels, centers = read_file(spec, label_column=label_column)
+    return Dataset(spec, X, labels, centers, "")
 
 
 def _make_params(name: str, params: dict[str, Any]) -> Any:
@@ -597,6 +645,65 @@ def _load_digits() -> Dataset:
     bunch = load_digits()
     return Dataset("digits", np.asarray(bunch.data, dtype=np.float64),
                    np.asarray(bunch.target, dtype=np.int64), None, DIGITS_CITATION)
+
+
+MNIST_CITATION = (
+    "Y. LeCun, C. Cortes and C. J. C. Burges, The MNIST database of handwritten digits "
+    "(the original IDX files, shipped in fedcluster/data/mnist/)."
+)
+#: The shipped MNIST files of each set: (images, labels), each (file name, sha256 of its
+#: uncompressed bytes, as in ``fedcluster/data/mnist/README.md``).
+MNIST_FILES = {
+    "mnist": (
+        ("train-images.idx3-ubyte.gz", "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),
+        ("train-labels.idx1-ubyte.gz", "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"),
+    ),
+    "mnist-test": (
+        ("t10k-images.idx3-ubyte.gz", "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"),
+        ("t10k-labels.idx1-ubyte.gz", "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"),
+    ),
+}
+
+
+def _load_mnist(name: str) -> Dataset:
+    """The shipped MNIST set ``name``: pixels / 255 as float64 (784 features), labels 0-9.
+
+    The DWF paper's preprocessing (pixels scaled to [0, 1]). Each file's
+    uncompressed bytes are checked against the sha256 of the README before use.
+    """
+    (images_file, images_sha), (labels_file, labels_sha) = MNIST_FILES[name]
+    images = _read_idx(images_file, images_sha, magic=0x0803, dims=3)
+    labels = _read_idx(labels_file, labels_sha, magic=0x0801, dims=1)
+    if images.shape[0] != labels.shape[0]:
+        raise DataError(f"fedcluster/data/mnist/{images_file}: {images.shape[0]} images but "
+                        f"{labels.shape[0]} labels in {labels_file}")
+    X = images.reshape(images.shape[0], -1).astype(np.float64)
+    X /= 255.0
+    return Dataset(name, X, labels.astype(np.int64), None, MNIST_CITATION)
+
+
+def _read_idx(file: str, sha256: str, *, magic: int, dims: int) -> np.ndarray:
+    """Read a gzip-compressed IDX file shipped in ``fedcluster/data/mnist/``, checking its sha256."""
+    import hashlib
+
+    source = f"fedcluster/data/mnist/{file}"
+    try:
+        with resources.files("fedcluster.data").joinpath("mnist", file).open("rb") as raw:
+            with gzip.open(raw, "rb") as fh:
+                data = fh.read()
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{source}: cannot read it ({exc}); reinstall fedcluster") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise DataError(f"{source}: sha256 of the uncompressed bytes is {digest}, expected {sha256} "
+                        "(the file is damaged or not the original; reinstall fedcluster)")
+    header = 4 + 4 * dims
+    found = int.from_bytes(data[:4], "big")
+    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims))
+    if found != magic or len(data) != header + math.prod(shape):
+        raise DataError(f"{source}: not an IDX file of {dims} dimension(s) (magic {found:#x}, "
+                        f"shape {shape}, {len(data)} bytes)")
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(shape)
 
 
 def _parse_pa(text: str, source: str) -> np.ndarray:

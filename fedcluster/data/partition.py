@@ -361,7 +361,14 @@ def partition_indices(
             _half_iid_owners(owner, X, num_clients, rng)
     else:
         if labels is None:
-            raise ValueError(f"split {split} needs labels; this dataset has none (use 'iid')")
+            raise ValueError(
+                f"split {split} needs labels; this dataset has none. Supply them: for a CSV "
+                f"file name its label column (--label-column NAME; a column named 'label' is "
+                f"used by default), or use an .npz file with the points in 'X' and the labels "
+                f"in 'y'; or choose a split that needs no labels (iid, distance:BETA, "
+                f"kmeans-noniid, half-iid); in a bench grid, write the dataset as "
+                f"'FILE.csv?label-column=NAME'"
+            )
         y = np.asarray(labels)
         if y.shape != (n,):
             raise ValueError(f"expected {n} labels, got shape {y.shape}")

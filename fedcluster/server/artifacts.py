@@ -517,6 +517,13 @@ def result_to_dict(result: RunResult, *, with_centroids: bool = True) -> dict[st
     return out
 
 
+#: What the ``score`` of a model means, by the ``score`` setting that chose the restart.
+SCORE_MEANING = {
+    "exact": "mean squared distance from a point to its nearest centroid, over all clients' points",
+    "client-mean": "mean over clients of each client's mean squared distance to the nearest centroid",
+}
+
+
 def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
     """Return a human-readable multi-line summary, as ``fedcluster inspect`` prints.
 
@@ -541,7 +548,7 @@ def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
         f"  rounds         {result.rounds}",
         f"  converged      {'yes' if result.converged else 'no'}",
         f"  best restart   {result.best_restart}",
-        f"  score          {result.score:.6g}",
+        f"  score          {result.score:.6g}  ({SCORE_MEANING[result.settings.get('score', 'exact')]})",
         "settings",
     ]
     settings = sorted(result.settings.items())

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.supercore.run import Run
@@ -25,6 +26,17 @@ CLIENT_APP_RAISED = 2
 SERVER_NODE_ID = 1
 
 
+def flower_like_node_ids(count: int, seed: int) -> list[int]:
+    """``count`` distinct node ids drawn like a SuperLink's: uniform over the non-zero uint64."""
+    rng = np.random.default_rng(seed)
+    ids: list[int] = []
+    while len(ids) < count:
+        node = int(rng.integers(1, 2**64, dtype=np.uint64, endpoint=False))
+        if node not in ids:
+            ids.append(node)
+    return ids
+
+
 class InProcessGrid(Grid):
     """Deliver messages to ClientApps in this process.
 
@@ -34,9 +46,13 @@ class InProcessGrid(Grid):
         The app every node runs.
     node_configs : sequence of mapping
         One ``node_config`` per node (for example ``{"data-path": ...}`` or
-        ``{"partition-id": i, "num-partitions": n}``); node ids are 100, 101, ... in order.
+        ``{"partition-id": i, "num-partitions": n}``).
     run_config : mapping, optional
         The run config every client sees.
+    seed : int
+        Seed of the node ids, which are drawn as Flower draws them (random
+        uint64 values), so that code which mishandles real ids fails here too;
+        :attr:`node_ids` lists them in the order of ``node_configs``.
     """
 
     def __init__(
@@ -44,6 +60,8 @@ class InProcessGrid(Grid):
         client_app: ClientApp,
         node_configs: Sequence[Mapping[str, Any]],
         run_config: Mapping[str, Any] | None = None,
+        *,
+        seed: int = 0,
     ) -> None:
         self.client_app = client_app
         self._run = Run.create_empty(run_id=1)
@@ -52,10 +70,11 @@ class InProcessGrid(Grid):
         TaskIdentity.task_id = 1
         TaskIdentity.run_id = self._run.run_id
         TaskIdentity.node_id = SERVER_NODE_ID
+        self.node_ids = flower_like_node_ids(len(node_configs), seed)
         self._contexts = {
-            100 + i: Context(run_id=1, node_id=100 + i, node_config=dict(cfg), state=RecordDict(),
-                             run_config=dict(run_config or {}))
-            for i, cfg in enumerate(node_configs)
+            node: Context(run_id=1, node_id=node, node_config=dict(cfg), state=RecordDict(),
+                          run_config=dict(run_config or {}))
+            for node, cfg in zip(self.node_ids, node_configs)
         }
         self.unreachable: set[int] = set()
         self._replies: dict[str, Message] = {}

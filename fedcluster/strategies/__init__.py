@@ -6,7 +6,7 @@ from importlib import import_module
 
 from ..config import RunConfig
 from ..methods import METHODS
-from .base import ClusteringStrategy, Exchange
+from .base import ClusteringStrategy, Exchange, RunFailed
 from .rounds import RoundBasedStrategy
 from .weighted_mean import WeightedFederatedKMeans
 
@@ -26,6 +26,7 @@ __all__ = [
     "ClusteringStrategy",
     "Exchange",
     "RoundBasedStrategy",
+    "RunFailed",
     "WeightedFederatedKMeans",
     "build_strategy",
     "strategy_class",

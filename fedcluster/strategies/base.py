@@ -26,10 +26,19 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from ..config import RunConfig
-from ..protocol import EVALUATE, ClientSummary, ProtocolError, make_request, read_reply
+from ..protocol import (EVALUATE, ClientSummary, ProtocolError, make_request, read_reply,
+                        reply_sampling_key)
 from ..server.artifacts import RoundRecord, RunResult
 
 T = TypeVar("T")
+#: ``extra`` of a log record that a quiet simulation leaves out (a detail, not progress).
+DETAIL = {"fedcluster_detail": True}
+#: Rejected replies whose reasons a failed run's one-line message names.
+SHOWN_REASONS = 2
+
+
+class RunFailed(RuntimeError):
+    """The run cannot produce a model; the message says why in one line."""
 
 
 @dataclass
@@ -101,6 +110,10 @@ class ClusteringStrategy(Strategy):
         clients that are there, or fails if there are none.
     round_timeout : float
         Seconds to wait for the replies of one request.
+    min_answer_fraction : float
+        Share of the clients asked in a request (a round, the initialisation,
+        the score) that must answer usably, in (0, 1]; below it the run fails
+        (:meth:`check_quorum`). At least one answer is always needed.
     """
 
     #: The method's ``--algorithm`` name, recorded in the model file.
@@ -121,6 +134,7 @@ class ClusteringStrategy(Strategy):
         min_nodes: int = 1,
         node_wait_timeout: float = 300.0,
         round_timeout: float = 300.0,
+        min_answer_fraction: float = 0.5,
     ) -> None:
         if k < 1 or n_init < 1:
             raise ValueError(f"k and n_init must be >= 1, got k={k}, n_init={n_init}")
@@ -128,6 +142,8 @@ class ClusteringStrategy(Strategy):
             raise ValueError(f"score must be 'exact' or 'client-mean', got {score!r}")
         if not 0.0 < participation <= 1.0:
             raise ValueError(f"participation must be in (0, 1], got {participation}")
+        if not 0.0 < min_answer_fraction <= 1.0:
+            raise ValueError(f"min_answer_fraction must be in (0, 1], got {min_answer_fraction}")
         if clients_per_round is not None and clients_per_round < 1:
             raise ValueError(f"clients_per_round must be >= 1, got {clients_per_round}")
         self.k = k
@@ -142,11 +158,14 @@ class ClusteringStrategy(Strategy):
         self.min_nodes = min_nodes
         self.node_wait_timeout = node_wait_timeout
         self.round_timeout = round_timeout
+        self.min_answer_fraction = min_answer_fraction
         self.rng = np.random.default_rng(seed)
         self._pending: list[Message] = []
         self._scored: np.ndarray | None = None
         #: The checked replies of the last request (its history row is made from it).
         self.last_exchange: Exchange | None = None
+        #: Node id -> the sampling key its replies declared (:meth:`sample_nodes`).
+        self.sampling_keys: dict[int, int] = {}
 
     @staticmethod
     def common_options(config: RunConfig) -> dict:
@@ -163,6 +182,7 @@ class ClusteringStrategy(Strategy):
             "min_nodes": config.min_nodes,
             "node_wait_timeout": config.node_wait_timeout,
             "round_timeout": config.round_timeout,
+            "min_answer_fraction": config.min_answer_fraction,
         }
 
     @classmethod
@@ -175,7 +195,7 @@ class ClusteringStrategy(Strategy):
         log(INFO, "%s (%s), k=%d, n_init=%d, seed %d", type(self).__name__, self.algorithm,
             self.k, self.n_init, self.seed)
         for key, value in sorted(self.settings.items()):
-            log(INFO, "\t%s = %s", key, value)
+            log(INFO, "\t%s = %s", key, value, extra=DETAIL)
 
     # -- nodes -----------------------------------------------------------------
     def wait_for_nodes(self, grid: Grid) -> list[int]:
@@ -199,7 +219,7 @@ class ClusteringStrategy(Strategy):
         while len(nodes := sorted(grid.get_node_ids())) < wanted:
             if time.monotonic() >= deadline:
                 if not nodes:
-                    raise RuntimeError(
+                    raise RunFailed(
                         f"no client connected within {self.node_wait_timeout:g} s "
                         f"(waiting for {wanted})"
                     )
@@ -210,7 +230,18 @@ class ClusteringStrategy(Strategy):
         return nodes
 
     def sample_nodes(self, grid: Grid, rng: np.random.Generator) -> list[int]:
-        """Draw this round's clients without replacement, reproducibly for a seed."""
+        """Draw this round's clients without replacement, reproducibly for a seed.
+
+        The draw is of positions in an ordered list of the connected nodes,
+        never of their ids: Flower's ids are uint64 values that NumPy would
+        turn into float64 (and so into ids no node has). Nodes are ordered by
+        the sampling key their replies declared (a simulated client's
+        partition id, or ``partition-id`` in a SuperNode's node config), then
+        by id: Flower draws new node ids for every simulation, and the keys
+        make two simulations with one seed sample the same partitions. Every
+        initialisation except an explicit start asks all clients first, so the
+        keys are known before the first sampled round.
+        """
         nodes = self.connected_nodes(grid)
         if self.clients_per_round is not None:
             size = min(self.clients_per_round, len(nodes))
@@ -218,7 +249,9 @@ class ClusteringStrategy(Strategy):
             size = max(1, math.ceil(self.participation * len(nodes) - 1e-9))
         if size == len(nodes):
             return nodes
-        return sorted(int(n) for n in rng.choice(nodes, size=size, replace=False))
+        keyed = sorted(nodes, key=lambda n: (n not in self.sampling_keys,
+                                             self.sampling_keys.get(n, 0), n))
+        return sorted(keyed[i] for i in rng.choice(len(nodes), size=size, replace=False))
 
     # -- requests and replies --------------------------------------------------
     def build_requests(
@@ -253,6 +286,8 @@ class ClusteringStrategy(Strategy):
             if reply.has_error():
                 exchange.rejected[node] = f"error reply (code {reply.error.code}): {reply.error.reason}"
                 continue
+            if (key := reply_sampling_key(reply.content)) is not None:
+                self.sampling_keys[node] = key
             try:
                 exchange.accepted[node] = read(reply.content)
             except ProtocolError as exc:
@@ -264,7 +299,36 @@ class ClusteringStrategy(Strategy):
             log(WARNING, "%s: no reply within %g s from node(s) %s", what, self.round_timeout, missing)
         self._pending = []
         self.last_exchange = exchange
+        self.check_quorum(exchange, what)
         return exchange
+
+    def check_quorum(self, exchange: Exchange, what: str) -> None:
+        """Fail the run when fewer than ``min_answer_fraction`` of the asked clients answered.
+
+        A round that goes on with a small minority of its clients silently
+        turns a federated clustering into a clustering of a few owners' data;
+        a round that nobody answered trains nothing. Both end the run.
+
+        Raises
+        ------
+        RunFailed
+            With the counts and the reasons of the rejected replies.
+        """
+        asked = len(exchange.sent)
+        needed = max(1, math.ceil(self.min_answer_fraction * asked - 1e-9))
+        if len(exchange.accepted) >= needed:
+            return
+        reasons = [f"node {node}: {reason}" for node, reason in exchange.rejected.items()]
+        if len(reasons) > SHOWN_REASONS:
+            reasons[SHOWN_REASONS:] = [f"{len(reasons) - SHOWN_REASONS} more rejected"]
+        if exchange.missing:
+            reasons.append(f"no reply within {self.round_timeout:g} s from {len(exchange.missing)} "
+                           "node(s)")
+        raise RunFailed(
+            f"{what}: {len(exchange.accepted)} of {asked} clients answered usably, "
+            f"min-answer-fraction {self.min_answer_fraction:g} needs {needed}"
+            + (f" ({'; '.join(reasons)})" if reasons else "")
+        )
 
     def exchange(
         self,
@@ -311,7 +375,7 @@ class ClusteringStrategy(Strategy):
             if run is not None and (best is None or _key(run) < _key(best)):
                 best = run
         if best is None:
-            raise RuntimeError("no restart could be scored: no client answered the score requests")
+            raise RunFailed("no restart could be scored: no client answered the score requests")
         best.history = history
         log(INFO, "kept restart %d: score %.6g after %d rounds (%s)", best.best_restart, best.score,
             best.rounds, "converged" if best.converged else "round limit reached")

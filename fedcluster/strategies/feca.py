@@ -25,7 +25,7 @@ from ..numerics.feca import RADIUS_RULES, feca_aggregate
 from ..protocol import FECA
 from .initialisation import local_kmeans_settings, read_local_centroids
 from .base import exchange_metrics
-from .oneshot import OneShotStrategy, replies_usable
+from .oneshot import OneShotStrategy, keep_common_centroid_dimension
 
 
 class FeCA(OneShotStrategy):
@@ -95,8 +95,7 @@ class FeCA(OneShotStrategy):
             what,
         )
         metrics = exchange_metrics(exchange)
-        if not replies_usable(exchange, what):
-            return None, metrics
+        keep_common_centroid_dimension(exchange, what)
         summaries = exchange.in_content_order()
         centroids = np.concatenate([s.centroids for s in summaries])
         radii = np.concatenate([s.radii for s in summaries])

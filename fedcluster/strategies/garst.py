@@ -21,7 +21,7 @@ from flwr.serverapp import Grid
 from ..config import RunConfig
 from ..numerics.garst import pool_centroids, server_kmeans
 from ..protocol import GARST, GARST_INIT, ClientSummary, ProtocolError, read_reply
-from .base import Exchange
+from .base import Exchange, RunFailed
 from .initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT, keep_common_dimension
 from .rounds import RoundBasedStrategy
 
@@ -142,7 +142,7 @@ class GarstFederatedKMeans(RoundBasedStrategy):
 
         Raises
         ------
-        RuntimeError
+        RunFailed
             No client answered, or the clients sent fewer than ``k`` distinct
             centroids.
         """
@@ -161,7 +161,7 @@ class GarstFederatedKMeans(RoundBasedStrategy):
         try:
             centroids = self.server_step(summaries, None)
         except ValueError as exc:
-            raise RuntimeError(f"fkm init: {exc}") from None
+            raise RunFailed(f"fkm init: {exc}") from None
         log(INFO, "init (local k-means++): weighted k-means over %d local centroids",
             sum(len(s.counts) for s in summaries))
         return centroids, exchange

@@ -27,7 +27,7 @@ from ..data import read_points
 from ..numerics import kfed_centres, kmeans, random_in_box
 from ..numerics.garst import pool_centroids
 from ..protocol import BOUNDS, LOCAL_KMEANS, ClientSummary, ProtocolError, read_reply
-from .base import ClusteringStrategy, Exchange
+from .base import ClusteringStrategy, Exchange, RunFailed
 
 INIT_METHODS = ("local-kmeans", "kfed", "random")
 #: Restarts of the server's weighted k-means over the clients' centroids; it
@@ -124,7 +124,7 @@ def local_kmeans_init(strategy: ClusteringStrategy, grid: Grid
     exchange = local_kmeans_exchange(strategy, grid, strategy.k, "init (local k-means)")
     points, weights = pooled(exchange)
     if np.count_nonzero(weights) < strategy.k:
-        raise RuntimeError(
+        raise RunFailed(
             f"the clients sent {np.count_nonzero(weights)} non-empty local centroids, "
             f"fewer than k = {strategy.k}"
         )
@@ -148,9 +148,11 @@ def kfed_from_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSum
 
 
 def keep_common_dimension(exchange: Exchange[ClientSummary], dim_of, what: str = "init") -> None:
-    """Reject replies whose dimension differs from the most common one."""
-    if not exchange.accepted:
-        raise RuntimeError(f"{what}: no client answered")
+    """Reject replies whose dimension differs from the most common one.
+
+    The caller's :meth:`~.base.ClusteringStrategy.sort_replies` has made sure
+    that some replies were accepted.
+    """
     dims = Counter(dim_of(s) for s in exchange.accepted.values())
     common = dims.most_common(1)[0][0]
     for node, summary in list(exchange.accepted.items()):

@@ -20,7 +20,7 @@ from ..config import RunConfig
 from ..protocol import LOCAL_KMEANS
 from .initialisation import kfed_from_replies, local_kmeans_settings, read_local_centroids
 from .base import exchange_metrics
-from .oneshot import OneShotStrategy, replies_usable
+from .oneshot import OneShotStrategy, keep_common_centroid_dimension
 
 
 class KFed(OneShotStrategy):
@@ -78,8 +78,7 @@ class KFed(OneShotStrategy):
         """k-FED's central step over the accepted replies."""
         what = f"k-FED (local k' = {self.k_prime})"
         exchange = self.sort_replies(replies, lambda c: read_local_centroids(c, self.k_prime), what)
-        if not replies_usable(exchange, what):
-            return None, exchange_metrics(exchange)
+        keep_common_centroid_dimension(exchange, what)
         centres = kfed_from_replies(self, exchange)
         return (ArrayRecord({"centroids": Array(np.ascontiguousarray(centres))}),
                 exchange_metrics(exchange))

@@ -23,7 +23,7 @@ from ..protocol import LOCAL_KMEANS, ClientSummary
 from .base import Exchange
 from .base import exchange_metrics
 from .initialisation import local_kmeans_settings, read_local_centroids
-from .oneshot import OneShotStrategy, replies_usable
+from .oneshot import OneShotStrategy, keep_common_centroid_dimension
 
 
 class MatchAveraging(OneShotStrategy):
@@ -84,8 +84,7 @@ class MatchAveraging(OneShotStrategy):
         what = f"M-Avg (local k' = {self.k_local})"
         exchange = self.sort_replies(replies, lambda c: read_local_centroids(c, self.k_local), what)
         metrics = exchange_metrics(exchange)
-        if not replies_usable(exchange, what):
-            return None, metrics
+        keep_common_centroid_dimension(exchange, what)
         summaries = exchange.in_content_order()
         sets = [c for c in (s.centroids[s.counts > 0] for s in summaries) if len(c)]
         result = best_match_average(sets)

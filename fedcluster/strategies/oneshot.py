@@ -10,7 +10,7 @@ is one-shot.
 from __future__ import annotations
 
 import math
-from logging import INFO, WARNING
+from logging import INFO
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord
@@ -19,17 +19,13 @@ from flwr.serverapp import Grid
 
 from ..protocol import ClientSummary
 from ..server.artifacts import RoundRecord
-from .base import ClusteringStrategy, Exchange, round_record
+from .base import ClusteringStrategy, Exchange, RunFailed, round_record
 from .initialisation import keep_common_dimension
 
 
-def replies_usable(exchange: Exchange[ClientSummary], what: str) -> bool:
-    """Whether any reply was accepted; if so, keep those of the most common dimension."""
-    if not exchange.accepted:
-        log(WARNING, "%s: no usable reply", what)
-        return False
+def keep_common_centroid_dimension(exchange: Exchange[ClientSummary], what: str) -> None:
+    """Reject the replies whose centroids' dimension differs from the most common one."""
     keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
-    return True
 
 
 class OneShotStrategy(ClusteringStrategy):
@@ -44,7 +40,7 @@ class OneShotStrategy(ClusteringStrategy):
         exchange = self.last_exchange
         history.append(round_record(restart, 1, "train", math.nan, math.nan, exchange))
         if arrays is None:
-            raise RuntimeError(f"{self.algorithm}: no usable reply to the one-shot request")
+            raise RunFailed(f"{self.algorithm}: the accepted replies held no centroid")
         centroids = arrays["centroids"].numpy()
         log(INFO, "%s is one-shot: finished in one round with %d of %d clients, %d centroids",
             self.algorithm, len(exchange.accepted), len(exchange.sent), len(centroids))

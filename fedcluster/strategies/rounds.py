@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from logging import INFO, WARNING
+from logging import INFO
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
@@ -108,10 +108,8 @@ class RoundBasedStrategy(ClusteringStrategy):
             replies, lambda content: self.read_train_reply(content, k, dim), f"round {server_round}"
         )
         metrics = exchange_metrics(exchange)
+        # sort_replies has failed the run unless enough clients answered.
         summaries = exchange.in_content_order()
-        if not summaries:
-            log(WARNING, "round %d: no usable reply; the global centroids stay as they are", server_round)
-            return None, metrics
         new = self.aggregate(current, summaries)
         metrics["movement"] = self.movement(new, current)
         if all(not math.isnan(s.sse) for s in summaries):
@@ -153,7 +151,7 @@ class RoundBasedStrategy(ClusteringStrategy):
             history.append(round_record(restart, t, "train", movement, score, exchange))
             log(INFO, "round %d/%d: movement %.6g, score %.6g, clients %d/%d", t, self.num_rounds,
                 movement, score, len(exchange.accepted), len(exchange.sent))
-            if arrays is not None and movement < self.tol:
+            if movement < self.tol:
                 converged = True
                 break
         return self._require_state(), rounds, converged
