@@ -5,4 +5,4 @@ similar summaries; the server aggregates them with the method of one of the
 papers this project implements.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -98,8 +98,9 @@ class RunConfig(BaseModel):
     batch_size: int = Field(
         0, ge=0, description="local mini-batch size B; 0 means the whole local set")
     reseed_fraction: float = Field(
-        0.01, ge=0.0, lt=1.0, description="re-seed a cluster that holds less than this fraction "
-        "of all points for --reseed-patience consecutive rounds (0: never)")
+        0.05, ge=0.0, lt=1.0, description="re-seed a cluster that holds less than this fraction "
+        "of the mean cluster size (points / k) for --reseed-patience consecutive rounds (0: never; "
+        "0.05 is Triebe & Rajagopal's 0.01 of all points at their k = 5)")
     reseed_patience: int = Field(
         20, ge=1, description="consecutive small rounds before a cluster is re-seeded")
 

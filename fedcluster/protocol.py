@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
+from .data.validation import MAX_ABS_VALUE
+
 # Message types: "<category>.<action>" as Flower routes them.
 LLOYD = "train"
 EVALUATE = "evaluate"
@@ -31,6 +33,11 @@ GARST = "train.garst"
 FUZZY = "train.fuzzy"
 FECA = "query.feca"
 MINIBATCH = "train.minibatch"
+
+#: Largest magnitude of any value in a message: the bound client data is held
+#: to (:data:`fedcluster.data.validation.MAX_ABS_VALUE`), so that no party's
+#: sums of squares over a checked message overflow float64.
+MAX_MAGNITUDE = MAX_ABS_VALUE
 
 MODEL_KEY = "model"
 CONFIG_KEY = "config"
@@ -152,6 +159,7 @@ def read_reply(
     k: int | None = None,
     dim: int | None = None,
     expect: tuple[str, ...] = (),
+    all_counted: bool = False,
 ) -> ClientSummary:
     """Decode and check a reply.
 
@@ -164,14 +172,18 @@ def read_reply(
     expect : tuple of str
         Entries that must be present: any of ``"centroids"``, ``"counts"``,
         ``"weights"``, ``"radii"``, ``"sse"``, ``"bounds"``.
+    all_counted : bool
+        The counts must add up to exactly the number of points (every point
+        is in one cluster, as in the score request); otherwise they may add
+        up to less (a client may withhold small clusters).
 
     Raises
     ------
     ProtocolError
-        Missing entries, wrong shapes, non-finite values, negative counts,
-        weights, radii or distances, or counts that add up to more than the
-        number of points (less is allowed: a client may withhold small
-        clusters).
+        Missing entries, wrong shapes, values that are not real numbers, not
+        finite or beyond :data:`MAX_MAGNITUDE`, negative or fractional counts,
+        negative weights, radii or distances, or counts that add up to more
+        than the number of points.
     """
     if RESULT_KEY not in content.array_records or METRICS_KEY not in content.metric_records:
         raise ProtocolError(f"reply lacks '{RESULT_KEY}' arrays or '{METRICS_KEY}' metrics")
@@ -202,8 +214,14 @@ def read_reply(
         if centroids is not None and centroids.shape[0] != per_cluster.shape[0]:
             raise ProtocolError(f"'centroids' and '{name}' disagree on the number of clusters")
     counts = values.get("counts")
-    if counts is not None and float(counts.sum()) > n * (1 + 1e-9):
-        raise ProtocolError(f"'counts' add up to {counts.sum():g}, more than the {n} points")
+    if counts is not None:
+        if np.any(counts != np.floor(counts)):
+            raise ProtocolError("'counts' are not whole numbers")
+        total = int(counts.sum())
+        if total > n:
+            raise ProtocolError(f"'counts' add up to {total}, more than the {n} points")
+        if all_counted and total != n:
+            raise ProtocolError(f"'counts' add up to {total}, not to the {n} points")
     for name in ("low", "high"):
         if name in values:
             _check_shape(values[name], (dim,), name)
@@ -247,13 +265,16 @@ def request_setting(config: Mapping, key: str, kind: type, valid: Callable[[Any]
 
 
 def _finite_array(array: np.ndarray, what: str, ndim: int | None = None) -> np.ndarray:
-    if not np.issubdtype(array.dtype, np.number):
-        raise ProtocolError(f"{what} is not numeric (dtype {array.dtype})")
+    if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+        raise ProtocolError(f"{what} is not real-valued (dtype {array.dtype})")
     if ndim is not None and array.ndim != ndim:
         raise ProtocolError(f"{what} must be {ndim}-D, got shape {array.shape}")
     array = np.asarray(array, dtype=np.float64)
     if not np.all(np.isfinite(array)):
         raise ProtocolError(f"{what} has non-finite values")
+    if array.size and float(np.max(np.abs(array))) > MAX_MAGNITUDE:
+        raise ProtocolError(f"{what} has values beyond +-{MAX_MAGNITUDE:g} "
+                            f"(largest {float(np.max(np.abs(array))):.3g})")
     return array
 
 

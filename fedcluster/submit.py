@@ -24,7 +24,8 @@ and ``out-dir`` is absolute, wrote a new ``model.pb`` there); 1 the run failed,
 was stopped, did not finish within ``--timeout`` (then it is stopped with
 ``flwr stop``), or the SuperLink was lost; 2 nothing was submitted (invalid
 run config, no SuperLink, unknown connection); 130 interrupted (Ctrl-C stops
-the run first). The last line always says which, and why.
+the run first), 143 the same for SIGTERM. The last line always says which, and
+why.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -47,6 +49,7 @@ EXIT_COMPLETED = 0
 EXIT_FAILED = 1
 EXIT_NOT_SUBMITTED = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 #: The ServerApp component of this project; the local check of the run config
 #: runs only for an app that names it.
@@ -55,6 +58,14 @@ _SERVERAPP_PREFIX = "ServerApp failed with exception:"
 #: Lines ``flwr ... --format json`` folds into its error message before the error.
 _NOISE = re.compile(r"^(Flower App configuration warnings in |- |Using SuperLink: )")
 _LOOPBACK = ("127.", "localhost", "[::1]", "::1", "0.0.0.0")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while a run is followed: handled like Ctrl-C (the run is stopped)."""
+
+
+def _raise_terminated(signum, frame) -> None:  # noqa: ARG001 - a signal handler
+    raise Terminated()
 
 
 class SubmitError(Exception):
@@ -258,8 +269,15 @@ def check_run_config(app: str | Path, run_config: Sequence[str]) -> dict[str, An
     if components.get("serverapp") != SERVER_APP:
         return None
     try:
-        fused = get_fused_config_from_dir(Path(app), parse_config_args(list(run_config) or None))
-    except Exception as exc:  # noqa: BLE001 - ValueError (unknown key), click's format error
+        overrides = parse_config_args(list(run_config) or None)
+        defaults = project["tool"]["flwr"]["app"].get("config", {})
+        unknown = sorted(set(overrides) - set(defaults))
+        if unknown:
+            raise ValueError(f"unknown setting{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(repr(k) for k in unknown)} (the app's settings: "
+                             f"{', '.join(defaults)})")
+        fused = get_fused_config_from_dir(Path(app), overrides)
+    except Exception as exc:  # noqa: BLE001 - ValueError, click's format error
         message = getattr(exc, "message", None) or str(exc)
         raise SubmitError(f"invalid run configuration: {one_line(message)}",
                           EXIT_NOT_SUBMITTED) from None
@@ -419,6 +437,9 @@ def submit_run(
     app = Path(app).expanduser().resolve()
     run_id: int | None = None
     log: _LogPump | None = None
+    old_term = None
+    if threading.current_thread() is threading.main_thread():
+        old_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         fused = check_run_config(app, run_config) if check else None
         cli = FlwrCli(connection, env=env)
@@ -469,11 +490,13 @@ def submit_run(
         return SubmitResult(EXIT_FAILED, text, run_id, status)
     except SubmitError as exc:
         return SubmitResult(exc.code, str(exc), run_id)
-    except KeyboardInterrupt:
-        return _interrupted(run_id, log, connection, env)
+    except KeyboardInterrupt as exc:
+        return _interrupted(run_id, log, connection, env, terminated=isinstance(exc, Terminated))
     finally:
         if log is not None:
             log.close()
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
 
 
 def _final_status(cli: FlwrCli, run_id: int, wait: float = 20.0) -> RunStatus | None:
@@ -486,27 +509,28 @@ def _final_status(cli: FlwrCli, run_id: int, wait: float = 20.0) -> RunStatus | 
 
 
 def _interrupted(run_id: int | None, log: _LogPump | None, connection: str | None,
-                 env: Mapping[str, str] | None) -> SubmitResult:
-    """Ctrl-C: stop the run (if it was submitted) and say so."""
+                 env: Mapping[str, str] | None, *, terminated: bool = False) -> SubmitResult:
+    """Ctrl-C or SIGTERM: stop the run (if it was submitted) and say so."""
+    code, what = (EXIT_TERMINATED, "terminated") if terminated else (EXIT_INTERRUPTED,
+                                                                      "interrupted")
     try:
         if log is not None:
             log.close()
         if run_id is None:
-            return SubmitResult(EXIT_INTERRUPTED, "interrupted before the run was submitted "
+            return SubmitResult(code, f"{what} before the run was submitted "
                                 "(flwr ls lists the runs, if one was)")
         cli = FlwrCli(connection, env=env)
         refused = cli.stop(run_id)
         if refused:
             final = _final_status(cli, run_id, wait=3.0)
             if final is not None and final.finished:
-                return SubmitResult(EXIT_INTERRUPTED, f"interrupted; run {run_id} had already "
-                                    f"ended ({final.status})", run_id, final)
-            return SubmitResult(EXIT_INTERRUPTED, f"interrupted; could not stop run {run_id}: "
-                                f"{refused}", run_id)
-        return SubmitResult(EXIT_INTERRUPTED, f"interrupted; stopped run {run_id}", run_id)
+                return SubmitResult(code, f"{what}; run {run_id} had already ended "
+                                    f"({final.status})", run_id, final)
+            return SubmitResult(code, f"{what}; could not stop run {run_id}: {refused}", run_id)
+        return SubmitResult(code, f"{what}; stopped run {run_id}", run_id)
     except KeyboardInterrupt:
-        where = f"run {run_id} may still be running (flwr stop {run_id})" if run_id else ""
-        return SubmitResult(EXIT_INTERRUPTED, f"interrupted again; {where}".rstrip("; "), run_id)
+        where = f"; run {run_id} may still be running (flwr stop {run_id})" if run_id else ""
+        return SubmitResult(code, f"{what} again{where}", run_id)
 
 
 # -- command line ------------------------------------------------------------------------------
@@ -576,7 +600,7 @@ def add_submit_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         "  0    the run completed (and wrote a new model.pb, when out-dir is on this machine)\n"
         "  1    the run failed, was stopped, timed out (it is then stopped) or was lost\n"
         "  2    nothing was submitted (invalid run config, no SuperLink, unknown connection)\n"
-        "  130  interrupted (Ctrl-C stops the run first)\n"
+        "  130  interrupted (Ctrl-C stops the run first; 143 for SIGTERM)\n"
         "The last line says which, and why."))
 
 

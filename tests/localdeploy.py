@@ -114,6 +114,27 @@ class LocalDeployment:
             cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=timeout,
         )
 
+    def submit_args(self, *args: str) -> list[str]:
+        """The command line of ``fedcluster submit REPO local-deployment ARGS``."""
+        return [sys.executable, "-m", "fedcluster.submit", str(REPO), "local-deployment", *args]
+
+    def submit(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
+        """``fedcluster submit`` the app with ``args``; wait for its exit status."""
+        return subprocess.run(self.submit_args(*args), cwd=self.workdir, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start_submit(self, *args: str) -> subprocess.Popen:
+        """``fedcluster submit`` in the background, SIGINT at its default (Ctrl-C works)."""
+        return subprocess.Popen(
+            self.submit_args(*args), cwd=self.workdir, env=self.env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    def flwr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Any ``flwr`` command against this deployment's Flower home."""
+        return subprocess.run([str(BIN / "flwr"), *args], cwd=self.workdir, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
     def stop(self, proc: subprocess.Popen) -> None:
         stop_group(proc)
 

@@ -145,10 +145,16 @@ def test_a_failing_run_is_recorded_and_retried_next_time(tmp_path):
                     .replace("seeds = 2", "seeds = 1"))
     grid = load_grid(path)
     rows = run_grid(grid, tmp_path / "out", workers=1, progress=lambda line: None)
-    assert len(rows) == 3  # the s1 runs; the missing file's runs failed
+    assert len(rows) == 6  # the s1 runs finished; the missing file's runs are there, failed
+    assert [r["dataset"] for r in rows if r["error"]] == ["nowhere.npy"] * 3
+    assert len(grid_rows(grid, tmp_path / "out")) == 3  # finished only
     logged = [json.loads(line) for line in (tmp_path / "out" / RUNS_LOG).read_text().splitlines()]
     assert sum(1 for r in logged if r["error"]) == 3
     assert any("nowhere.npy" in r["error"] for r in logged)
+    again: list[str] = []
+    rows = run_grid(grid, tmp_path / "out", workers=1, progress=again.append)
+    assert again[0] == "tiny: 6 runs, 3 already done, 3 to run with 1 worker(s)"  # retried
+    assert len(rows) == 6 and sum(1 for r in rows if r["error"]) == 3
 
 
 def test_federated_metrics_match_pooled_scikit_learn(tmp_path, grid_file):

@@ -37,7 +37,7 @@ def test_partition_of_blobs_uses_its_options(tmp_path):
 
 
 def test_inspect_prints_text_and_json(tmp_path, capsys):
-    result = RunResult(algorithm="dwf", settings={"k": 2}, centroids=np.array([[0.0, 1.0], [2.0, 3.0]]),
+    result = RunResult(algorithm="dwf", settings={"algorithm": "dwf", "k": 2}, centroids=np.array([[0.0, 1.0], [2.0, 3.0]]),
                        counts=np.array([3.0, 4.0]), score=0.5, n_points=7, rounds=1, converged=True,
                        best_restart=0, history=[RoundRecord(0, 1, 0.1, 0.5, 2, 2, 0, (1, 2))])
     write_run(result, tmp_path)
@@ -144,7 +144,7 @@ def test_partition_prints_absolute_paths_and_names_the_overwrite_flag(tmp_path, 
 
 
 def test_inspect_into_a_closed_pipe_is_quiet(tmp_path):
-    result = RunResult(algorithm="dwf", settings={"k": 2}, centroids=np.zeros((400, 2)),
+    result = RunResult(algorithm="dwf", settings={"algorithm": "dwf", "k": 400}, centroids=np.zeros((400, 2)),
                        counts=np.ones(400), score=0.5, n_points=400, rounds=1, converged=True,
                        best_restart=0, history=[])
     write_run(result, tmp_path)

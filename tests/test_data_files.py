@@ -9,7 +9,7 @@ from fedcluster.data import DataError, read_labelled, read_points, validate_poin
 
 # Values whose text or binary form is easy to get subtly wrong.
 AWKWARD = np.array(
-    [[0.1, -2.5e-308], [1e300, 123456789.123456789], [np.nextafter(1.0, 2.0), -0.0]]
+    [[0.1, -2.5e-308], [1e100, 123456789.123456789], [np.nextafter(1.0, 2.0), -0.0]]
 )
 
 

@@ -35,7 +35,9 @@ def canned_grid(tmp_path, replies) -> InProcessGrid:
     def evaluate(msg, context):
         return real(msg, context)
 
-    configs = save_parts(tmp_path / "parts", [column(i, i + 1) for i in range(len(replies))])
+    # Each client holds as many rows as its canned reply declares (the server
+    # rejects a client whose score reply declares another number of points).
+    configs = save_parts(tmp_path / "parts", [column(*np.arange(r.n) + i) for i, r in enumerate(replies)])
     for config, reply in zip(configs, replies):
         config["reply"] = reply
     return InProcessGrid(app, configs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
-from ..data import Dataset, load_dataset
+from ..data import DATASET_PARAMS, Dataset, load_dataset
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, int | float | str]]:
@@ -29,11 +29,23 @@ def parse_spec(spec: str) -> tuple[str, dict[str, int | float | str]]:
 def load_spec(spec: str, *, seed: int) -> Dataset:
     """Load the dataset ``spec`` names, generated with ``seed`` (or its ``data-seed``)."""
     name, params = parse_spec(spec)
-    data_seed = params.pop("data_seed", seed)
-    if not isinstance(data_seed, int) or data_seed < 0:
+    params.pop("data_seed", None)
+    return load_dataset(name, seed=data_seed(spec, seed), **params)
+
+
+def data_seed(spec: str, seed: int) -> int:
+    """The seed that decides the data ``spec`` names in a run with ``seed``.
+
+    Its ``data-seed`` if it has one, else ``seed`` for a generated dataset,
+    and 0 for fixed data (a shipped set or a file: any seed gives the same
+    rows), so that runs over the same data can share one loaded copy.
+    """
+    name, params = parse_spec(spec)
+    value = params.get("data_seed", seed)
+    if not isinstance(value, int) or value < 0:
         raise ValueError(f"dataset {spec!r}: data-seed must be a non-negative integer, "
-                         f"got {data_seed!r}")
-    return load_dataset(name, seed=data_seed, **params)
+                         f"got {value!r}")
+    return value if name in DATASET_PARAMS else 0
 
 
 def _typed(text: str) -> int | float | str:

@@ -12,6 +12,9 @@ Two kinds of table, chosen per ``[[tables]]`` entry of the grid file:
   all its runs (the FFCM paper's Table 5).
 
 ``scale`` divides the metric (the FeCA paper reports distances / 1e4).
+
+Failed runs (rows with an ``error``) are left out of every table and plot; the
+report counts them and names their errors.
 """
 
 from __future__ import annotations
@@ -107,9 +110,37 @@ def timing_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def failed(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of failed runs."""
+    return [row for row in rows if row.get("error")]
+
+
+def finished(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of finished runs."""
+    return [row for row in rows if not row.get("error")]
+
+
+def failure_note(rows: list[dict[str, Any]], shown: int = 5) -> str:
+    """How many runs failed, and their distinct errors (at most ``shown``); "" if none."""
+    errors = failed(rows)
+    if not errors:
+        return ""
+    distinct = list(dict.fromkeys(row["error"] for row in errors))
+    lines = [f"**{len(errors)} run(s) failed** (left out of the tables; their errors are in "
+             f"runs.csv, tracebacks in runs.jsonl; the next run of the grid retries them):", ""]
+    lines += [f"- {error.splitlines()[0] if error.strip() else error}" for error in distinct[:shown]]
+    if len(distinct) > shown:
+        lines.append(f"- ... and {len(distinct) - shown} other error(s)")
+    return "\n".join(lines)
+
+
 def render(grid: Grid, rows: list[dict[str, Any]]) -> str:
-    """The markdown report of a grid: its tables and its timing."""
+    """The markdown report of a grid: its tables and its timing (failed runs counted apart)."""
+    note = failure_note(rows)
+    rows = finished(rows)
     parts = [f"### {grid.name}", ""]
+    if note:
+        parts += [note, ""]
     for table in grid.tables:
         metric, scale = table["metric"], float(table.get("scale", 1.0))
         if table.get("kind", "grid") == "quantiles":
@@ -138,7 +169,7 @@ def plot(grid: Grid, rows: list[dict[str, Any]], out_dir: Path, data_of) -> list
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     first_seed: dict[tuple, dict[str, Any]] = {}
-    for row in sorted(rows, key=lambda r: r["seed"]):
+    for row in sorted(finished(rows), key=lambda r: r["seed"]):
         first_seed.setdefault((row["dataset"], row["split"], row["method"], row["setting"]), row)
     for dataset, split in sorted({(d, s) for (d, s, _, _) in first_seed}, key=_column_order(grid)):
         data = data_of(dataset)

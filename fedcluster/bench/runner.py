@@ -1,15 +1,36 @@
 """Running a benchmark grid: every run in-process, both cores, resumable.
 
-Each run partitions its dataset, writes one file per client, and drives the
-method's Flower strategy and the unchanged ClientApp through
-:class:`~fedcluster.server.inprocess.InProcessGrid`: the same code as a Flower
-simulation or a deployment, without Ray's start-up. The quality metrics are
-computed federatedly (each client's sufficient statistics, combined; labels
-never leave a client) by :mod:`fedcluster.metrics`.
+Each run partitions its dataset and drives the method's Flower strategy and the
+unchanged ClientApp through :class:`~fedcluster.server.inprocess.InProcessGrid`:
+the same code as a Flower simulation or a deployment, without Ray's start-up.
+The quality metrics are computed federatedly (each client's sufficient
+statistics, combined; labels never leave a client) by :mod:`fedcluster.metrics`.
 
-Finished runs are appended, one JSON object per line, to ``runs.jsonl`` in the
-output directory, which ``runs.csv`` mirrors; a grid started again skips the
-runs it finds there.
+Memory. A grid runs many federations in one process (per worker), so a run
+must leave nothing behind. The clients' rows are not written to partition files
+(which the ClientApp's cache, keyed by path, kept for the life of the process:
+every run added a copy of the data). Instead the run copies the dataset's rows
+once, in partition order, and serves each client a view of its slice from
+memory (:func:`fedcluster.client.data.serve_rows`, a ``data-memory`` node
+config that the unchanged ClientApp resolves like a file); when the run ends,
+those rows and everything the ClientApp cached from them are dropped. A worker
+so holds at most the dataset (loaded once per process: fixed datasets are
+cached under one key whatever the run's seed, generated ones per draw, at most
+:data:`DATASET_CACHE` draws) and one run's partitioned copy: about twice the
+data of one run, however many runs the grid has (``BENCHMARKS.md``, "Memory of
+a grid"). A single client holding everything (the centralized baseline) is
+served the dataset itself, without a copy.
+
+Output. The strategies log every round through Flower's logger; a grid hides
+these lines (and every Flower line below WARNING) unless ``verbose``. Importing
+Flower sets its logger to DEBUG, so the level is set after that import, in each
+worker process.
+
+Every run, finished or failed, is appended as one JSON object per line to
+``runs.jsonl`` in the output directory; ``runs.csv`` holds one row per run of
+the grid that has been tried, in the grid's order: the finished row, or the
+latest failure with its ``error`` column filled. A grid started again skips the
+runs that finished and retries the failed ones.
 """
 
 from __future__ import annotations
@@ -19,19 +40,18 @@ import json
 import logging
 import math
 import multiprocessing
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..data import Dataset, atomic_write, partition_indices, write_partitions
-from .datasets import load_spec
+from ..data import Dataset, atomic_write, partition_indices
+from .datasets import data_seed, load_spec
 from .spec import Grid, RunSpec
 
 RUNS_LOG = "runs.jsonl"
@@ -41,9 +61,22 @@ RUN_COLUMNS = ("run_id", "method", "algorithm", "dataset", "split", "clients", "
                "rounds", "converged", "n_clusters", "wall_s", "error")
 
 
-@lru_cache(maxsize=8)
+#: Datasets (draws of a generated one) a process keeps loaded.
+DATASET_CACHE = 2
+
+
 def cached_dataset(spec: str, seed: int) -> Dataset:
-    """The dataset ``spec`` names, loaded once per process."""
+    """The dataset ``spec`` names for a run with ``seed``, loaded once per process.
+
+    Runs that see the same data share one entry: a shipped dataset or a file
+    whatever the seed, a generated one per draw (its ``data-seed`` or the run's
+    seed; see :func:`~fedcluster.bench.datasets.data_seed`).
+    """
+    return _load_dataset(spec, data_seed(spec, seed))
+
+
+@lru_cache(maxsize=DATASET_CACHE)
+def _load_dataset(spec: str, seed: int) -> Dataset:
     return load_spec(spec, seed=seed)
 
 
@@ -66,6 +99,7 @@ def execute(run: RunSpec) -> dict[str, Any]:
     """Run one grid cell and return its row (an ``error`` entry if it failed)."""
     # Imported here: rendering a report from finished runs needs no Flower.
     from ..client.app import build_client_app
+    from ..client.data import serve_rows
     from ..metrics import combine, local_statistics
     from ..server.inprocess import InProcessGrid
     from ..strategies import build_strategy
@@ -78,14 +112,13 @@ def execute(run: RunSpec) -> dict[str, Any]:
     try:
         data = cached_dataset(run.dataset, run.seed)
         parts = cached_partition(run.dataset, run.split, run.clients, run.seed)
-        with tempfile.TemporaryDirectory(prefix="fedcluster-bench-") as tmp:
-            files = write_partitions(data.X, parts, tmp)
-            grid = InProcessGrid(build_client_app(), [{"data-path": str(f)} for f in files])
+        rows, labels = client_rows(data, parts)
+        with serve_rows(rows) as node_configs:
+            grid = InProcessGrid(build_client_app(), node_configs)
             result = build_strategy(run.config()).fit(grid)
         wall = time.perf_counter() - started
-        labels = data.labels
-        stats = [local_statistics(data.X[p], result.centroids,
-                                  None if labels is None else labels[p]) for p in parts]
+        stats = [local_statistics(X, result.centroids, y) for X, y in zip(rows, labels)]
+        del rows
         metrics = combine(stats, result.centroids, true_centres=data.true_centers)
         row.update(rounds=result.rounds, converged=result.converged,
                    n_clusters=len(result.centroids), wall_s=round(wall, 4), error="", **metrics,
@@ -97,17 +130,45 @@ def execute(run: RunSpec) -> dict[str, Any]:
     return row
 
 
-def finished_runs(out_dir: Path) -> dict[str, dict[str, Any]]:
-    """The rows already in ``out_dir/runs.jsonl``, by run id (failed runs are left out)."""
+def client_rows(data: Dataset, parts: tuple[np.ndarray, ...]
+                ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    """Each client's rows and labels: views of one copy of the data in partition order.
+
+    One allocation of the data's size instead of one per client; a single
+    client holding every row in order gets the dataset itself (no copy).
+    """
+    order = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    whole = len(order) == len(data.X) and bool(np.all(order == np.arange(len(order))))
+    X = data.X if whole else data.X[order]
+    y = data.labels if whole or data.labels is None else data.labels[order]
+    bounds = np.cumsum([len(p) for p in parts])[:-1]
+    rows = np.split(X, bounds)
+    labels = [None] * len(parts) if y is None else np.split(y, bounds)
+    return rows, labels
+
+
+def _read_log(out_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """``(finished, failed)`` rows of ``out_dir/runs.jsonl`` by run id; the latest failure of each
+    run that never finished."""
     path = out_dir / RUNS_LOG
-    rows: dict[str, dict[str, Any]] = {}
+    finished: dict[str, dict[str, Any]] = {}
+    failed: dict[str, dict[str, Any]] = {}
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
-                if not row.get("error"):
-                    rows[row["run_id"]] = row
-    return rows
+                (failed if row.get("error") else finished)[row["run_id"]] = row
+    return finished, {key: row for key, row in failed.items() if key not in finished}
+
+
+def finished_runs(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """The rows already in ``out_dir/runs.jsonl``, by run id (failed runs are left out)."""
+    return _read_log(out_dir)[0]
+
+
+def failed_runs(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """The latest failure of every run in ``out_dir/runs.jsonl`` that has not finished, by run id."""
+    return _read_log(out_dir)[1]
 
 
 def run_grid(
@@ -116,8 +177,9 @@ def run_grid(
     *,
     workers: int = 2,
     progress: Callable[[str], None] = print,
+    verbose: bool = False,
 ) -> list[dict[str, Any]]:
-    """Run every run of ``grid`` that ``out_dir`` does not hold yet; return all rows.
+    """Run every run of ``grid`` that has not finished in ``out_dir``; return all rows.
 
     Parameters
     ----------
@@ -129,6 +191,17 @@ def run_grid(
         Worker processes (runs in parallel); 1 runs everything in this process.
     progress : callable
         Receives one line per finished run.
+    verbose : bool
+        Show Flower's log lines (the strategies' per-round lines among them);
+        by default only its warnings and errors.
+
+    Returns
+    -------
+    list of dict
+        One row per run tried, in the grid's order (as ``runs.csv``): the
+        finished runs, and the failed ones with their ``error`` filled (a
+        failed run is tried again by the next call). Fewer rows than
+        ``grid.runs`` only when some run was never tried.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -138,7 +211,7 @@ def run_grid(
              f"with {workers} worker(s)")
     started = time.perf_counter()
     with open(out / RUNS_LOG, "a", encoding="utf-8") as log:
-        for i, row in enumerate(_rows(pending, workers), start=1):
+        for i, row in enumerate(_rows(pending, workers, verbose), start=1):
             log.write(json.dumps(row, default=_json_value) + "\n")
             log.flush()
             if not row.get("error"):
@@ -149,36 +222,50 @@ def run_grid(
                                       f"{row['rounds']} rounds, {row['wall_s']:.2f} s")
             progress(f"[{i}/{len(pending)}, eta {eta:.0f} s] {row['method']} {row['setting']} "
                      f"{row['dataset']} {row['split']} seed {row['seed']}: {status}")
-    rows = grid_rows(grid, out)
+    rows = grid_rows(grid, out, failed=True)
     write_csv(rows, out / RUNS_CSV)
     return rows
 
 
-def grid_rows(grid: Grid, out_dir: str | Path) -> list[dict[str, Any]]:
-    """The finished rows of ``grid``'s runs in ``out_dir``, in the grid's order."""
-    done = finished_runs(Path(out_dir))
+def grid_rows(grid: Grid, out_dir: str | Path, *, failed: bool = False) -> list[dict[str, Any]]:
+    """The finished rows of ``grid``'s runs in ``out_dir``, in the grid's order.
+
+    With ``failed``, a run that failed and has not finished since is there too,
+    as its latest failure (``error`` filled, no metrics).
+    """
+    done, errors = _read_log(Path(out_dir))
+    if failed:
+        done = {**errors, **done}
     return [done[run.run_id] for run in grid.runs if run.run_id in done]
 
 
-def _quiet_flower() -> None:
-    """Keep the strategies' per-round log lines out of a grid's progress."""
-    logging.getLogger("flwr").setLevel(logging.WARNING)
+def _flower_logging(verbose: bool) -> int:
+    """Hide Flower's lines below WARNING (unless ``verbose``); return the level it had.
+
+    Flower's logger must be imported first: importing Flower sets its level to
+    DEBUG, which would undo a level set before (what let every per-round line
+    of a spawned worker through).
+    """
+    from flwr.common.logger import FLOWER_LOGGER
+
+    level = FLOWER_LOGGER.level
+    if not verbose:
+        FLOWER_LOGGER.setLevel(logging.WARNING)
+    return level
 
 
-def _rows(runs: list[RunSpec], workers: int) -> Iterable[dict[str, Any]]:
+def _rows(runs: list[RunSpec], workers: int, verbose: bool = False) -> Iterable[dict[str, Any]]:
     if workers <= 1:
-        logger = logging.getLogger("flwr")
-        level = logger.level
-        _quiet_flower()
+        level = _flower_logging(verbose)
         try:
             yield from map(execute, runs)
         finally:
-            logger.setLevel(level)
+            logging.getLogger("flwr").setLevel(level)
         return
     # Spawned workers: Flower's gRPC and logging threads do not survive a fork well.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                             initializer=_quiet_flower) as pool:
+                             initializer=partial(_flower_logging, verbose)) as pool:
         for future in as_completed([pool.submit(execute, run) for run in runs]):
             yield future.result()
 

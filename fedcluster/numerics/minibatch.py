@@ -5,8 +5,9 @@ mini-batch steps ``mu_k += beta * lambda_k^b / lambda_k * (mu_k^b - mu_k)``
 from the global centroids. :func:`count_weighted_mean` is the server's
 ``Gamma* = sum_i Lambda_i Gamma_i / Lambda``; the step towards it with the
 server learning rate is :func:`~fedcluster.numerics.aggregate.momentum_update`.
-:func:`reseed` moves clusters that stayed too small to new positions
-without any raw data point.
+:func:`small_clusters` says which clusters are too small (relative to the mean
+cluster size) and :func:`reseed` moves clusters that stayed too small to new
+positions without any raw data point.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from .aggregate import weighted_centroid_mean
 from .backend import namespace_of, to_numpy
 from .lloyd import DEFAULT_CHUNK_SIZE, ClusterStats, cluster_stats
 
-__all__ = ["LocalKMeans", "client_kmeans", "count_weighted_mean", "minibatch_step", "reseed"]
+__all__ = ["LocalKMeans", "client_kmeans", "count_weighted_mean", "minibatch_step", "reseed",
+           "small_clusters"]
 
 
 class LocalKMeans(NamedTuple):
@@ -168,6 +170,38 @@ def count_weighted_mean(local_centroids: Any, counts: Any, current: Any) -> Any:
     mean = weighted_centroid_mean(local_centroids, counts)
     counted = xp.asarray(counts, dtype=xp.float64).sum(axis=0) > 0
     return xp.where(counted[:, None], mean, xp.asarray(current, dtype=xp.float64))
+
+
+def small_clusters(sizes: Any, points: float, fraction: float) -> np.ndarray:
+    """Clusters holding less than `fraction` of the mean cluster size ``points / k``.
+
+    The threshold scales with ``1 / k``: the paper's fixed 1 % of all points is
+    1/20 of the mean share at its k = 5, but the mean share itself at k = 100,
+    where it calls about half of k equally sized true clusters "small". With
+    integer sizes, ``fraction = 0.05`` and k = 5 this is the paper's rule
+    exactly.
+
+    Parameters
+    ----------
+    sizes : array of shape (k,)
+        Cluster sizes (the round's ``Lambda``).
+    points : float
+        Points the sizes count (the round's participants' points).
+    fraction : float
+        In [0, 1); 0 marks no cluster.
+
+    Returns
+    -------
+    ndarray of shape (k,), bool
+    """
+    sizes = np.asarray(to_numpy(sizes), dtype=np.float64)
+    if sizes.ndim != 1 or sizes.size == 0:
+        raise ValueError(f"sizes must be a non-empty 1-D array, got shape {sizes.shape}")
+    if not (np.isfinite(points) and points >= 0):
+        raise ValueError(f"points must be a finite number >= 0, got {points!r}")
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"fraction must be in [0, 1), got {fraction!r}")
+    return sizes < fraction * points / sizes.size
 
 
 def reseed(centroids: Any, due: Any, sizes: Any, radius: float, rng: np.random.Generator) -> np.ndarray:

@@ -81,3 +81,15 @@ class ClusterModel(_message.Message):
     history: _containers.RepeatedCompositeFieldContainer[RoundRecord]
     n_points: int
     def __init__(self, fedcluster_version: _Optional[str] = ..., algorithm: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., n_clusters: _Optional[int] = ..., dimension: _Optional[int] = ..., centroids: _Optional[_Iterable[float]] = ..., counts: _Optional[_Iterable[float]] = ..., score: _Optional[float] = ..., rounds: _Optional[int] = ..., converged: _Optional[bool] = ..., best_restart: _Optional[int] = ..., settings: _Optional[_Mapping[str, SettingValue]] = ..., history: _Optional[_Iterable[_Union[RoundRecord, _Mapping]]] = ..., n_points: _Optional[int] = ...) -> None: ...
+
+class ModelFile(_message.Message):
+    __slots__ = ("format", "format_version", "sha256", "model")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    format: str
+    format_version: int
+    sha256: bytes
+    model: bytes
+    def __init__(self, format: _Optional[str] = ..., format_version: _Optional[int] = ..., sha256: _Optional[bytes] = ..., model: _Optional[bytes] = ...) -> None: ...

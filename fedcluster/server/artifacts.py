@@ -1,17 +1,31 @@
 """Run results on disk: ``model.pb`` and ``history.csv``.
 
-``model.pb`` is a serialized ``fedcluster.v1.ClusterModel`` (see
+``model.pb`` is a serialized ``fedcluster.v1.ModelFile`` (see
 ``fedcluster/proto/cluster_model.proto``), readable from any language with
-protobuf; ``history.csv`` is the per-round record for plotting. Both files
-are replaced atomically, so a reader never sees a partial result. This module
+protobuf: an envelope holding the format name ``"fedcluster-model"``, the
+format version (:data:`MODEL_FORMAT_VERSION`), a serialized
+``fedcluster.v1.ClusterModel`` and the SHA-256 of those bytes. The checksum
+detects damage (a truncated copy, flipped bits); it is not a signature, since
+whoever can edit the file can recompute it. :func:`read_model` refuses a
+damaged, truncated or incomplete file with an :class:`ArtifactError` naming
+the file and the problem, and :func:`write_model` refuses to write a model
+that :func:`read_model` would refuse (:func:`check_model` lists the rules).
+
+``history.csv`` is the per-round record for plotting. Both files are replaced
+atomically (:func:`~fedcluster.data.atomic.atomic_write`), so a reader never
+sees a partial file; :func:`write_run` writes ``model.pb`` last. This module
 does not depend on Flower.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
 import os
+import re
+import shlex
+import sys
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,16 +42,23 @@ __all__ = [
     "HISTORY_COLUMNS",
     "HISTORY_FILE",
     "MODEL_FILE",
+    "MODEL_FORMAT",
+    "MODEL_FORMAT_VERSION",
     "PHASES",
+    "SCORE_MEANING",
     "ArtifactError",
     "RoundRecord",
     "RunResult",
     "SettingScalar",
+    "check_model",
+    "decode_model",
+    "encode_model",
     "format_result",
     "from_proto",
     "read_model",
     "result_to_dict",
     "to_proto",
+    "upgrade_model",
     "write_history_csv",
     "write_model",
     "write_run",
@@ -58,6 +79,18 @@ HISTORY_COLUMNS = (
 )
 PHASES = ("init", "train")
 
+#: The first field of every model file: tells a fedcluster model from other data.
+MODEL_FORMAT = "fedcluster-model"
+#: The layout of ``model.pb`` this fedcluster writes and reads.
+MODEL_FORMAT_VERSION = 1
+#: The bytes every model file starts with (field 1 of ``ModelFile``, serialized).
+_HEADER = pb.ModelFile(format=MODEL_FORMAT).SerializeToString()
+_SHA256_SIZE = hashlib.sha256().digest_size
+#: Algorithms whose result may have a number of centroids other than ``k``:
+#: FeCA keeps at most ``k`` groups; M-Avg has as many centroids as the largest
+#: client set (up to ``k-prime``).
+_K_MAY_DIFFER = frozenset({"feca", "mavg"})
+
 #: Types a setting may have; each maps to one case of the proto's SettingValue.
 SettingScalar = int | float | str | bool
 PathLike = str | os.PathLike[str]
@@ -66,7 +99,12 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class ArtifactError(ValueError):
-    """A model file is corrupt, or is not a fedcluster model."""
+    """A model file is damaged, truncated, incomplete, or not a fedcluster model.
+
+    Raised by :func:`read_model` with a one-line message that starts with the
+    file's path and says what is wrong; the command line prints it as
+    ``fedcluster: error: ...`` and exits with status 2.
+    """
 
 
 def _non_negative_int(name: str, value: Any) -> int:
@@ -275,19 +313,26 @@ def from_proto(msg: pb.ClusterModel) -> RunResult:
     Raises
     ------
     ArtifactError
-        If the message lacks a required field or its sizes disagree.
+        If the message lacks a required field, its sizes disagree, or it
+        breaks a rule of :func:`check_model`.
     """
-    if not msg.fedcluster_version or not msg.algorithm:
-        raise ArtifactError("not a fedcluster model: no version or algorithm")
+    if not msg.fedcluster_version:
+        raise ArtifactError("incomplete model: no fedcluster_version")
+    if not msg.algorithm:
+        raise ArtifactError("incomplete model: no algorithm")
     if not msg.HasField("created"):
-        raise ArtifactError("model has no creation time")
+        raise ArtifactError("incomplete model: no creation time")
     k, d = msg.n_clusters, msg.dimension
-    if k < 1 or d < 1 or len(msg.centroids) != k * d:
-        raise ArtifactError(f"model has {len(msg.centroids)} centroid values for k={k}, d={d}")
+    if k < 1 or d < 1:
+        raise ArtifactError(f"incomplete model: k = {k} clusters of dimension d = {d} "
+                            f"(both must be >= 1)")
+    if len(msg.centroids) != k * d:
+        raise ArtifactError(f"model has {len(msg.centroids)} centroid values for k={k}, d={d} "
+                            f"(expected k * d = {k * d})")
     if len(msg.counts) != k:
         raise ArtifactError(f"model has {len(msg.counts)} counts for k={k}")
     try:
-        return RunResult(
+        result = RunResult(
             algorithm=msg.algorithm,
             settings={key: _setting_from_proto(key, value) for key, value in msg.settings.items()},
             centroids=np.array(msg.centroids, dtype=np.float64).reshape(k, d),
@@ -305,6 +350,109 @@ def from_proto(msg: pb.ClusterModel) -> RunResult:
         raise
     except ValueError as exc:
         raise ArtifactError(f"invalid model content: {exc}") from exc
+    check_model(result)
+    return result
+
+
+def check_model(result: RunResult) -> None:
+    """Check what a model file must hold beyond :class:`RunResult`'s own checks.
+
+    :func:`read_model` refuses, and :func:`write_model` does not write, a
+    model that breaks one of these rules:
+
+    - ``n_points`` > 0; ``counts`` finite and >= 0; ``score`` finite and
+      >= 0, or NaN (unknown);
+    - ``settings`` holds ``algorithm``, equal to the model's algorithm, and
+      ``k``, an integer >= 1 equal to the number of centroids (FeCA and
+      M-Avg may end with another number, at most ``max(k, k-prime)``); a
+      ``score`` setting is one of :data:`SCORE_MEANING`; ``n-init``, if
+      present, is an integer above every restart index;
+    - every history row: restarts in order, ``movement`` and ``score``
+      finite and >= 0 or NaN, answered + rejected <= sampled, and as many
+      distinct participants as answers.
+
+    Parameters
+    ----------
+    result : RunResult
+
+    Raises
+    ------
+    ArtifactError
+        Naming the first rule broken.
+    """
+    if result.n_points < 1:
+        raise ArtifactError(f"invalid model: n_points is {result.n_points}; "
+                            f"a model covers at least one point")
+    if not np.all(np.isfinite(result.counts)) or np.any(result.counts < 0):
+        raise ArtifactError("invalid model: counts must be finite and >= 0")
+    if not _unknown_or_non_negative(result.score):
+        raise ArtifactError(f"invalid model: score {result.score!r} must be >= 0 (or NaN)")
+    _check_settings(result)
+    _check_history(result)
+
+
+def _unknown_or_non_negative(x: float) -> bool:
+    return math.isnan(x) or (math.isfinite(x) and x >= 0)
+
+
+def _int_setting(value: SettingScalar) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_settings(result: RunResult) -> None:
+    settings = result.settings
+    if not settings:
+        raise ArtifactError("incomplete model: no settings")
+    for key in ("algorithm", "k"):
+        if key not in settings:
+            raise ArtifactError(f"incomplete model: settings have no {key!r}")
+    if settings["algorithm"] != result.algorithm:
+        raise ArtifactError(f"inconsistent model: setting algorithm = {settings['algorithm']!r}, "
+                            f"but the model's algorithm is {result.algorithm!r}")
+    k = settings["k"]
+    if not _int_setting(k) or k < 1:
+        raise ArtifactError(f"invalid model: setting k = {k!r} is not an integer >= 1")
+    if result.algorithm in _K_MAY_DIFFER:
+        k_prime = settings.get("k-prime", 0)
+        most = max(k, k_prime) if _int_setting(k_prime) else k
+        if result.n_clusters > most:
+            raise ArtifactError(f"inconsistent model: {result.n_clusters} centroids, more than "
+                                f"{result.algorithm} gives for k = {k} (at most {most})")
+    elif result.n_clusters != k:
+        raise ArtifactError(f"inconsistent model: {result.n_clusters} centroids, "
+                            f"but setting k = {k}")
+    if "score" in settings and settings["score"] not in SCORE_MEANING:
+        raise ArtifactError(f"invalid model: setting score = {settings['score']!r} is not one of "
+                            f"{', '.join(map(repr, SCORE_MEANING))}")
+    n_init = settings.get("n-init")
+    if n_init is not None:
+        if not _int_setting(n_init) or n_init < 1:
+            raise ArtifactError(f"invalid model: setting n-init = {n_init!r} is not an integer >= 1")
+        if result.best_restart >= n_init:
+            raise ArtifactError(f"inconsistent model: best restart {result.best_restart}, "
+                                f"but n-init = {n_init}")
+
+
+def _check_history(result: RunResult) -> None:
+    n_init = result.settings.get("n-init")
+    previous = 0
+    for i, r in enumerate(result.history):
+        row = f"invalid model: history row {i} (restart {r.restart}, round {r.round})"
+        if r.restart < previous:
+            raise ArtifactError(f"{row}: restarts out of order (after restart {previous})")
+        previous = r.restart
+        if _int_setting(n_init) and r.restart >= n_init:
+            raise ArtifactError(f"{row}: restart index beyond n-init = {n_init}")
+        for name in ("movement", "score"):
+            if not _unknown_or_non_negative(getattr(r, name)):
+                raise ArtifactError(f"{row}: {name} {getattr(r, name)!r} must be >= 0 (or NaN)")
+        if r.clients_answered + r.clients_rejected > r.clients_sampled:
+            raise ArtifactError(f"{row}: {r.clients_answered} answered and {r.clients_rejected} "
+                                f"rejected, more than the {r.clients_sampled} clients sampled")
+        if len(set(r.participants)) != len(r.participants) or (
+                len(r.participants) != r.clients_answered):
+            raise ArtifactError(f"{row}: participants {list(r.participants)} are not "
+                                f"{r.clients_answered} distinct node ids, one per answer")
 
 
 def _setting_to_proto(value: SettingScalar) -> pb.SettingValue:
@@ -343,8 +491,143 @@ def _record_from_proto(msg: pb.RoundRecord) -> RoundRecord:
 # -- files ----------------------------------------------------------------------
 
 
+def encode_model(result: RunResult) -> bytes:
+    """Return the bytes of a model file: a ``ModelFile`` envelope around ``result``.
+
+    Parameters
+    ----------
+    result : RunResult
+
+    Returns
+    -------
+    bytes
+        Deterministic: equal results give identical bytes.
+
+    Raises
+    ------
+    ArtifactError
+        If ``result`` breaks a rule of :func:`check_model`.
+    """
+    check_model(result)
+    # Deterministic: map entries in a fixed order, so equal results give
+    # byte-identical files.
+    model = to_proto(result).SerializeToString(deterministic=True)
+    envelope = pb.ModelFile(
+        format=MODEL_FORMAT,
+        format_version=MODEL_FORMAT_VERSION,
+        sha256=hashlib.sha256(model).digest(),
+        model=model,
+    )
+    return envelope.SerializeToString(deterministic=True)
+
+
+def decode_model(data: bytes, *, source: str = "model file") -> RunResult:
+    """Check and decode the bytes of a model file (see :func:`read_model`).
+
+    Parameters
+    ----------
+    data : bytes
+        The content of a ``model.pb``.
+    source : str, default "model file"
+        What the bytes are (a path); every error message starts with it.
+
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    ArtifactError
+        If the bytes are empty, truncated or damaged (the checksum does not
+        match), written in another format version or in the format before the
+        envelope, not a fedcluster model, or an incomplete or inconsistent
+        model (:func:`check_model`).
+    """
+    data = bytes(data)
+    if not data:
+        raise ArtifactError(f"{source}: empty file, not a fedcluster model")
+    if not data.startswith(_HEADER):
+        if _HEADER.startswith(data):
+            raise ArtifactError(f"{source}: truncated model file: only {len(data)} bytes")
+        raise ArtifactError(_not_a_model(data, source))
+    damaged = f"{source}: damaged model file"
+    envelope = pb.ModelFile()
+    try:
+        envelope.ParseFromString(data)
+    except DecodeError:
+        raise ArtifactError(
+            f"{damaged}: its {len(data)} bytes do not decode (cut short, or bytes changed)"
+        ) from None
+    if envelope.format_version != MODEL_FORMAT_VERSION:
+        if envelope.format_version == 0:
+            raise ArtifactError(f"{damaged}: no format version (cut short?)")
+        raise ArtifactError(
+            f"{source}: model file format version {envelope.format_version}, which this "
+            f"fedcluster ({fedcluster.__version__}) cannot read (it reads version "
+            f"{MODEL_FORMAT_VERSION}): written by a newer fedcluster, or damaged"
+        )
+    if not envelope.sha256:
+        raise ArtifactError(f"{damaged}: no checksum (cut short?)")
+    if len(envelope.sha256) != _SHA256_SIZE:
+        raise ArtifactError(f"{damaged}: a checksum of {len(envelope.sha256)} bytes, "
+                            f"not {_SHA256_SIZE}")
+    if not envelope.model:
+        raise ArtifactError(f"{damaged}: no model content (cut short?)")
+    # Nothing else: no unknown field, no field twice, nothing appended.
+    envelope.DiscardUnknownFields()
+    if envelope.SerializeToString(deterministic=True) != data:
+        raise ArtifactError(f"{damaged}: unexpected bytes in the file besides the model and "
+                            f"its checksum")
+    computed = hashlib.sha256(envelope.model).digest()
+    if computed != envelope.sha256:
+        raise ArtifactError(
+            f"{damaged}: the SHA-256 of its content ({computed.hex()[:16]}...) does not match "
+            f"the checksum stored with it ({envelope.sha256.hex()[:16]}...): the file was "
+            f"changed after it was written; restore it from a copy or re-run the training"
+        )
+    msg = pb.ClusterModel()
+    try:
+        msg.ParseFromString(envelope.model)
+    except DecodeError:
+        raise ArtifactError(f"{source}: invalid model: its content does not decode as a "
+                            f"ClusterModel, though its checksum matches") from None
+    try:
+        return from_proto(msg)
+    except ArtifactError as exc:
+        raise ArtifactError(f"{source}: {exc}") from exc
+
+
+def _not_a_model(data: bytes, source: str) -> str:
+    """The message for bytes without the model header: a damaged header, a bare ClusterModel
+    (the format before the envelope), or other data."""
+    envelope = pb.ModelFile()
+    try:
+        envelope.ParseFromString(data)
+    except DecodeError:
+        envelope = None
+    if envelope is not None and envelope.model and len(envelope.sha256) == _SHA256_SIZE:
+        return (f"{source}: damaged model file: its header reads {envelope.format!r}, "
+                f"not {MODEL_FORMAT!r}")
+    legacy = pb.ClusterModel()
+    try:
+        legacy.ParseFromString(data)
+    except DecodeError:
+        legacy = None
+    if legacy is not None and legacy.algorithm and re.fullmatch(
+            r"\d+(\.\d+)+\S*", legacy.fedcluster_version):
+        return (
+            f"{source}: written by an older fedcluster ({legacy.fedcluster_version}), in the "
+            f"model format without a format version or checksum, which this fedcluster "
+            f"({fedcluster.__version__}) does not read; re-run the training to write the model "
+            f"again, or convert the file once, trusting its content, with "
+            f"`python -m fedcluster.server.artifacts upgrade {shlex.quote(source)}`"
+        )
+    return (f"{source}: not a fedcluster model file (it does not start with the "
+            f"{MODEL_FORMAT!r} header)")
+
+
 def write_model(result: RunResult, path: PathLike) -> Path:
-    """Write ``result`` as a serialized ``ClusterModel``, atomically.
+    """Write ``result`` as a model file (:func:`encode_model`), atomically.
 
     Parameters
     ----------
@@ -357,11 +640,17 @@ def write_model(result: RunResult, path: PathLike) -> Path:
     -------
     pathlib.Path
         ``path``.
+
+    Raises
+    ------
+    ArtifactError
+        If ``result`` breaks a rule of :func:`check_model`; nothing is
+        written then.
     """
-    path = Path(path)
-    # Deterministic: map entries in a fixed order, so equal results give
-    # byte-identical files.
-    data = to_proto(result).SerializeToString(deterministic=True)
+    return _write_bytes(encode_model(result), Path(path))
+
+
+def _write_bytes(data: bytes, path: Path) -> Path:
     with atomic_write(path, "wb") as fh:
         fh.write(data)
     return path
@@ -418,17 +707,28 @@ def write_run(result: RunResult, out_dir: PathLike) -> dict[str, Path]:
     -------
     dict
         ``{"model": path of model.pb, "history": path of history.csv}``.
+
+    Raises
+    ------
+    ArtifactError
+        If ``result`` breaks a rule of :func:`check_model`; nothing is
+        written then.
+
+    Notes
+    -----
+    Each file is replaced atomically. The model is checked and encoded
+    first, and ``model.pb`` is written last, so a new ``model.pb`` appears
+    only once its ``history.csv`` is complete.
     """
+    data = encode_model(result)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return {
-        "model": write_model(result, out / MODEL_FILE),
-        "history": write_history_csv(result.history, out / HISTORY_FILE),
-    }
+    history = write_history_csv(result.history, out / HISTORY_FILE)
+    return {"model": _write_bytes(data, out / MODEL_FILE), "history": history}
 
 
 def read_model(path: PathLike) -> RunResult:
-    """Read a ``model.pb`` written by :func:`write_model`.
+    """Read a ``model.pb`` written by :func:`write_model`, checking it.
 
     Parameters
     ----------
@@ -443,24 +743,54 @@ def read_model(path: PathLike) -> RunResult:
     FileNotFoundError
         If ``path`` does not exist.
     ArtifactError
-        If the file is empty, cannot be decoded, or is not a fedcluster model.
+        If the file is empty, truncated or damaged (its SHA-256 does not
+        match), in an unknown format version or in the format before the
+        checksum, not a fedcluster model, or an incomplete or inconsistent
+        model (:func:`check_model`). The message starts with ``path``.
     """
     path = Path(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"model file not found: {path}") from None
-    if not data:
-        raise ArtifactError(f"{path}: empty file, not a fedcluster model")
+    return decode_model(data, source=str(path))
+
+
+def upgrade_model(path: PathLike, out: PathLike | None = None) -> Path:
+    """Rewrite a model file of the format before the checksum in the current format.
+
+    The old file carries no checksum, so damage to it cannot be detected:
+    its content is only checked as :func:`read_model` checks a model's
+    content. Run it on files you trust.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A bare ``ClusterModel`` written by an older fedcluster.
+    out : str or os.PathLike, optional
+        Where to write; by default ``path`` itself is replaced (atomically).
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Raises
+    ------
+    ArtifactError
+        If ``path`` is already in the current format, or is not a valid model.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    if data.startswith(_HEADER):
+        raise ArtifactError(f"{path}: already in model file format {MODEL_FORMAT_VERSION}")
     msg = pb.ClusterModel()
     try:
         msg.ParseFromString(data)
-    except DecodeError as exc:
-        raise ArtifactError(f"{path}: not a fedcluster model (cannot decode: {exc})") from exc
-    try:
-        return from_proto(msg)
-    except ArtifactError as exc:
-        raise ArtifactError(f"{path}: {exc}") from exc
+        result = from_proto(msg)
+    except (DecodeError, ArtifactError) as exc:
+        raise ArtifactError(f"{path}: not a model of the older format ({exc})") from None
+    return write_model(result, path if out is None else out)
 
 
 # -- presentation -----------------------------------------------------------------
@@ -573,3 +903,23 @@ def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
             for r in shown
         ]
     return "\n".join(lines)
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m fedcluster.server.artifacts upgrade OLD [NEW]``."""
+    if len(argv) not in (2, 3) or argv[0] != "upgrade":
+        print("usage: python -m fedcluster.server.artifacts upgrade OLD_MODEL [NEW_MODEL]\n"
+              "Rewrites a model.pb of the format before the checksum in the current format.",
+              file=sys.stderr)
+        return 2
+    try:
+        written = upgrade_model(argv[1], argv[2] if len(argv) == 3 else None)
+    except (ArtifactError, OSError) as exc:
+        print(f"fedcluster: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {written} (model file format {MODEL_FORMAT_VERSION})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

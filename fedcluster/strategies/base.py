@@ -164,6 +164,10 @@ class ClusteringStrategy(Strategy):
         self._scored: np.ndarray | None = None
         #: The checked replies of the last request (its history row is made from it).
         self.last_exchange: Exchange | None = None
+        #: Node id -> the number of points its first accepted reply declared; a
+        #: client's data does not change during a run, so a later reply that
+        #: declares another number is rejected (:meth:`sort_replies`).
+        self.declared_rows: dict[int, int] = {}
         #: Node id -> the sampling key its replies declared (:meth:`sample_nodes`).
         self.sampling_keys: dict[int, int] = {}
 
@@ -289,9 +293,16 @@ class ClusteringStrategy(Strategy):
             if (key := reply_sampling_key(reply.content)) is not None:
                 self.sampling_keys[node] = key
             try:
-                exchange.accepted[node] = read(reply.content)
+                summary = read(reply.content)
             except ProtocolError as exc:
                 exchange.rejected[node] = f"malformed reply: {exc}"
+                continue
+            rows = self.declared_rows.setdefault(node, summary.n)
+            if summary.n != rows:
+                exchange.rejected[node] = (f"inconsistent reply: {summary.n} local points, "
+                                           f"{rows} in its earlier replies of this run")
+                continue
+            exchange.accepted[node] = summary
         exchange.accepted = dict(sorted(exchange.accepted.items()))
         for node, reason in exchange.rejected.items():
             log(WARNING, "%s: rejected node %d: %s", what, node, reason)
@@ -423,7 +434,8 @@ class ClusteringStrategy(Strategy):
         """Federated score from per-client sums: exact and the paper's client mean."""
         k = len(self._scored)
         exchange = self.sort_replies(
-            replies, lambda content: read_reply(content, k=k, expect=("counts", "sse")),
+            replies,
+            lambda content: read_reply(content, k=k, expect=("counts", "sse"), all_counted=True),
             f"score (round {server_round})",
         )
         summaries = exchange.in_content_order()
