@@ -456,11 +456,21 @@ def one_shot_methods() -> set[str]:
 
 
 def simulate_args(command: Command):
-    """The options a simulate command parses into (fedcluster's own parser)."""
-    from fedcluster.cli import _parser
+    """The options a simulate command parses into (fedcluster's own parser).
 
-    argv = shlex.split(command.text)[1:]
-    return _parser().parse_args(argv)
+    A run-config option left out takes its default (the parser leaves it
+    ``None``), so that ``fedcluster simulate`` and the same options spelled out
+    parse alike.
+    """
+    from fedcluster.cli import _parser
+    from fedcluster.config import RunConfig
+
+    args = _parser().parse_args(shlex.split(command.text)[1:])
+    for key, value in vars(args).items():
+        field = RunConfig.model_fields.get(key.replace("-", "_"))
+        if value is None and field is not None:
+            setattr(args, key, field.default)
+    return args
 
 
 def _simulate_groups() -> list[list[Command]]:
@@ -503,13 +513,13 @@ def test_simulate_command(group, tmp_path):
     history = read_history(work / "results" / "history.csv")
     train = [row for row in history if row["phase"] == "train"]
     assert train and model.rounds == len(train), history
-    algorithm = args.__dict__.get("algorithm") or "dwf"
+    algorithm = args.algorithm
     assert model.algorithm == algorithm
     n_clients = args.clients
-    if args.__dict__.get("clients-per-round"):
-        per_round = min(args.__dict__["clients-per-round"], n_clients)
+    if getattr(args, "clients-per-round"):
+        per_round = min(getattr(args, "clients-per-round"), n_clients)
     else:
-        per_round = max(1, math.ceil((args.participation or 1.0) * n_clients - 1e-9))
+        per_round = max(1, math.ceil(args.participation * n_clients - 1e-9))
     for row in history:
         asked = n_clients if row["phase"] == "init" or algorithm in one_shot_methods() else per_round
         assert row["clients_sampled"] == asked, (command.text, row)

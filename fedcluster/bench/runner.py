@@ -141,6 +141,8 @@ def client_rows(data: Dataset, parts: tuple[np.ndarray, ...]
     whole = len(order) == len(data.X) and bool(np.all(order == np.arange(len(order))))
     X = data.X if whole else data.X[order]
     y = data.labels if whole or data.labels is None else data.labels[order]
+    if len(parts) == 1:
+        return [X], [y]
     bounds = np.cumsum([len(p) for p in parts])[:-1]
     rows = np.split(X, bounds)
     labels = [None] * len(parts) if y is None else np.split(y, bounds)
