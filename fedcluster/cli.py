@@ -17,6 +17,7 @@ from .methods import COMMON_OPTIONS, METHODS
 from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
 from .data.partition import SPLIT_HELP
 from .server.artifacts import format_result, read_model, result_to_dict
+from .submit import add_submit_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -233,6 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     insp.add_argument("model", type=Path, help="a model.pb written by a run")
     insp.add_argument("--json", action="store_true", help="JSON with the centroids")
     insp.set_defaults(func=_inspect)
+    add_submit_parser(commands)
     return parser
 
 

@@ -16,12 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .data.partition import SPLIT_FORMS, parse_split
 from .methods import ALGORITHMS, COMMON_OPTIONS, METHODS
 
 INIT_METHODS = ("local-kmeans", "kfed", "random")
+#: Other names of ``min-cluster-size`` (FKM's paper calls p the privacy threshold).
+PRIVACY_THRESHOLD_ALIASES = ("privacy-threshold", "privacy_threshold")
 #: Where the clients' data is and where results go: not settings of the method.
 DATA_OPTIONS = ("out-dir", "dataset", "split", "partitions-dir")
 
@@ -63,6 +65,9 @@ class RunConfig(BaseModel):
     min_nodes: int = Field(1, ge=1, description="clients to wait for before the first round")
     node_wait_timeout: float = Field(300.0, gt=0.0, description="seconds to wait for --min-nodes")
     round_timeout: float = Field(300.0, gt=0.0, description="seconds to wait for a round's replies")
+    min_cluster_size: int = Field(
+        2, ge=2, description="privacy floor p: no message leaving a client holds a centroid, sum "
+        "or radius of fewer points (Garst's privacy threshold; --privacy-threshold is an alias)")
     min_answer_fraction: float = Field(
         0.5, gt=0.0, le=1.0, description="share of the clients asked in a round that must answer "
         "usably; below it the run fails")
@@ -86,10 +91,19 @@ class RunConfig(BaseModel):
     momentum: float = Field(
         0.0, ge=0.0, lt=1.0, description="server momentum (mu of DWF eq. 6; rho, the second "
         "entry of Triebe & Rajagopal's alpha)")
+    max_client_share: float = Field(
+        1.0, gt=0.0, le=1.0, description="dwf/ewf: largest share of a cluster's weight one client "
+        "may hold (weights clipped by water-filling; 1: no cap); with fewer than 1/share clients "
+        "holding a cluster, they get equal weights")
+    aggregation: Literal["mean", "trimmed-mean", "median"] = Field(
+        "mean", description="dwf/ewf: the paper's weighted mean, or a coordinate-wise trimmed mean "
+        "or median of the local centroids over the clients holding each cluster (unweighted; "
+        "bounds one client's influence)")
+    trim_fraction: float = Field(
+        0.2, ge=0.0, lt=0.5, description="share of a cluster's holders cut from each end by "
+        "--aggregation trimmed-mean")
     local_steps: int = Field(
         1, ge=1, description="local Lloyd steps per round (DWF max_local) or local epochs (E)")
-    privacy_threshold: int = Field(
-        2, ge=1, description="clusters with fewer points are never sent (Garst's p)")
     fuzzifier: float = Field(2.0, gt=1.0, description="fuzzifier m of fuzzy c-means")
     radius: Literal["algorithm4", "theoretical"] = Field(
         "algorithm4", description="FeCA's radius rule: Algorithm 4 (empirical) or Algorithm 3")
@@ -98,9 +112,9 @@ class RunConfig(BaseModel):
     batch_size: int = Field(
         0, ge=0, description="local mini-batch size B; 0 means the whole local set")
     reseed_fraction: float = Field(
-        0.05, ge=0.0, lt=1.0, description="re-seed a cluster that holds less than this fraction "
-        "of the mean cluster size (points / k) for --reseed-patience consecutive rounds (0: never; "
-        "0.05 is Triebe & Rajagopal's 0.01 of all points at their k = 5)")
+        0.01, ge=0.0, lt=1.0, description="re-seed a cluster that holds less than this fraction "
+        "of the mean cluster size (the round's points / k) for --reseed-patience consecutive "
+        "rounds (0: never)")
     reseed_patience: int = Field(
         20, ge=1, description="consecutive small rounds before a cluster is re-seeded")
 
@@ -112,6 +126,21 @@ class RunConfig(BaseModel):
     split: str = Field("iid", description="simulation only: how the dataset is split")
     partitions_dir: str = Field(
         "", description="simulation only: directory of partition files (fedcluster partition)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _privacy_threshold_alias(cls, values: Any) -> Any:
+        """``privacy-threshold`` (Garst's name for p) sets ``min-cluster-size``."""
+        if not isinstance(values, dict):
+            return values
+        values = dict(values)
+        aliases = [values.pop(key) for key in PRIVACY_THRESHOLD_ALIASES if key in values]
+        if aliases:
+            given = [values[k] for k in ("min-cluster-size", "min_cluster_size") if k in values]
+            if any(value != aliases[0] for value in given + aliases):
+                raise ValueError("privacy-threshold is an alias of min-cluster-size; give one value")
+            values["min-cluster-size"] = aliases[0]
+        return values
 
     @field_validator("init")
     @classmethod
@@ -178,7 +207,10 @@ def allowed_range(name: str) -> str:
 def _describe(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
-        name = str(error["loc"][0]) if error["loc"] else "?"
+        if not error["loc"]:  # a check across fields
+            lines.append(error["msg"].removeprefix("Value error, "))
+            continue
+        name = str(error["loc"][0])
         field = name.replace("-", "_")
         if error["type"] == "extra_forbidden":
             known = ", ".join(sorted(_kebab(f) for f in RunConfig.model_fields))

@@ -40,11 +40,13 @@ class Method:
 COMMON_OPTIONS = (
     "algorithm", "k", "num-server-rounds", "tol", "n-init", "score", "seed", "participation",
     "clients-per-round", "min-nodes", "node-wait-timeout", "round-timeout", "min-answer-fraction",
+    "min-cluster-size",
     "chunk-size", "device",
 )
 
 _DWF_PAPER = "Holzer, Jacob & Kavane, Dynamically Weighted Federated k-Means (papers/000)"
-_DWF_OPTIONS = ("lr", "momentum", "local-steps", "init", "k-prime")
+_DWF_OPTIONS = ("lr", "momentum", "local-steps", "init", "k-prime", "max-client-share",
+                "aggregation", "trim-fraction")
 
 METHODS: dict[str, Method] = {m.name: m for m in (
     Method("dwf", "Dynamically Weighted Federated k-means", _DWF_PAPER,
@@ -53,7 +55,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            "fedcluster.strategies.weighted_mean:WeightedFederatedKMeans", _DWF_OPTIONS),
     Method("fkm", "Federated k-means with server k-means over client centroids",
            "Garst & Reinders, Federated K-Means Clustering (papers/002)",
-           "fedcluster.strategies.garst:GarstFederatedKMeans", ("privacy-threshold",)),
+           "fedcluster.strategies.garst:GarstFederatedKMeans", ()),
     Method("kfed", "k-FED, one-shot farthest-point clustering of local centres",
            "Dennis, Li & Smith, Heterogeneity for the Win, ICML 2021",
            "fedcluster.strategies.kfed:KFed", ("k-prime",)),

@@ -19,8 +19,8 @@ directly) and waits for the run's final status:
    ``finished:completed``, ``finished:failed`` or ``finished:stopped``, with
    the ServerApp's exception in ``status-details`` when it failed.
 
-Exit status: 0 the run completed (and, when the SuperLink runs on this machine
-and ``out-dir`` is absolute, wrote a new ``model.pb`` there); 1 the run failed,
+Exit status: 0 the run completed (and, when the SuperLink is on loopback and
+``out-dir`` is an absolute directory here, wrote a new ``model.pb`` there); 1 the run failed,
 was stopped, did not finish within ``--timeout`` (then it is stopped with
 ``flwr stop``), or the SuperLink was lost; 2 nothing was submitted (invalid
 run config, no SuperLink, unknown connection); 130 interrupted (Ctrl-C stops
@@ -245,8 +245,11 @@ class FlwrCli:
 
 
 # -- the run config, checked here -------------------------------------------------------------
-def check_run_config(app: str | Path, run_config: Sequence[str]) -> dict[str, Any] | None:
+def check_run_config(app: str | Path, run_config: Sequence[str], *, validate: bool = True
+                     ) -> dict[str, Any] | None:
     """The run config the ServerApp will get, validated; None when ``app`` is not fedcluster.
+
+    With ``validate=False`` nothing is checked (None when the overrides do not fuse).
 
     Raises
     ------
@@ -256,7 +259,7 @@ def check_run_config(app: str | Path, run_config: Sequence[str]) -> dict[str, An
     """
     import tomllib
 
-    from flwr.common.config import get_fused_config_from_dir, parse_config_args
+    from flwr.common.config import flatten_dict, get_fused_config_from_dir, parse_config_args
 
     from .config import INIT_METHODS, ConfigError, RunConfig
 
@@ -270,7 +273,7 @@ def check_run_config(app: str | Path, run_config: Sequence[str]) -> dict[str, An
         return None
     try:
         overrides = parse_config_args(list(run_config) or None)
-        defaults = project["tool"]["flwr"]["app"].get("config", {})
+        defaults = flatten_dict(project["tool"]["flwr"]["app"].get("config", {}))
         unknown = sorted(set(overrides) - set(defaults))
         if unknown:
             raise ValueError(f"unknown setting{'s' if len(unknown) > 1 else ''} "
@@ -278,9 +281,13 @@ def check_run_config(app: str | Path, run_config: Sequence[str]) -> dict[str, An
                              f"{', '.join(defaults)})")
         fused = get_fused_config_from_dir(Path(app), overrides)
     except Exception as exc:  # noqa: BLE001 - ValueError, click's format error
+        if not validate:
+            return None
         message = getattr(exc, "message", None) or str(exc)
         raise SubmitError(f"invalid run configuration: {one_line(message)}",
                           EXIT_NOT_SUBMITTED) from None
+    if not validate:
+        return dict(fused)
     checked = dict(fused)
     if str(checked.get("init", "")) not in INIT_METHODS:
         # An initial-centroid file lives where the ServerApp runs: not checked here.
@@ -365,23 +372,30 @@ def _wait_finished(cli: FlwrCli, run_id: int, deadline: float | None, poll: floa
 
 
 def _model_check(cli: FlwrCli, run_config: Mapping[str, Any] | None, submitted_at: float
-                 ) -> tuple[str, Path | None]:
-    """('' or why the run's model is missing, its path when it can be read here)."""
+                 ) -> tuple[str, Path | None, str]:
+    """(why the run's model is missing or '', its path if readable here, where it is).
+
+    The model is looked for only where this machine can see the ServerApp's
+    files: a SuperLink on loopback (or a local simulation connection), an
+    absolute ``out-dir`` that is a directory here. A SuperLink in a container
+    with its Control API published on loopback writes inside the container: its
+    ``out-dir`` (``/results``) is no directory here, so it is only named.
+    """
     if run_config is None:
-        return "", None
+        return "", None, ""
     out_dir = Path(str(run_config.get("out-dir", "results")))
     model = out_dir / "model.pb"
     address = cli.address()
     local = address == "" or (address is not None and address.startswith(_LOOPBACK))
-    if not local or not out_dir.is_absolute():
-        return "", None
+    if not (local and out_dir.is_absolute() and out_dir.is_dir()):
+        return "", None, f"{model} where the ServerApp runs"
     try:
         written = model.stat().st_mtime
     except OSError:
-        return f"it wrote no {model}", None
+        return f"it wrote no {model}", None, ""
     if written < submitted_at - 2.0:
-        return f"{model} is older than the run (the run wrote no new model)", None
-    return "", model
+        return f"{model} is older than the run (the run wrote no new model)", None, ""
+    return "", model, str(model)
 
 
 @dataclass
@@ -441,7 +455,7 @@ def submit_run(
     if threading.current_thread() is threading.main_thread():
         old_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        fused = check_run_config(app, run_config) if check else None
+        fused = check_run_config(app, run_config, validate=check)
         cli = FlwrCli(connection, env=env)
         submitted_at = time.time()
         started = time.monotonic()
@@ -474,11 +488,11 @@ def submit_run(
 
         elapsed = time.monotonic() - started
         if status.outcome == "completed":
-            problem, model = _model_check(cli, fused, submitted_at)
+            problem, model, where = _model_check(cli, fused, submitted_at)
             if problem:
                 return SubmitResult(EXIT_FAILED, f"run {run_id} completed but {problem}",
                                     run_id, status)
-            where = f"; model: {model}" if model else ""
+            where = f"; model: {where}" if where else ""
             return SubmitResult(EXIT_COMPLETED, f"run {run_id} completed in {elapsed:.0f} s"
                                 f"{where}", run_id, status, model)
         reason = status.reason()

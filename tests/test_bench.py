@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -280,8 +281,68 @@ def test_a_label_split_of_an_unlabelled_file_fails_its_runs_saying_how_to_add_la
     path = _write_grid(tmp_path, [str(tmp_path / "bare.csv")], splits=["by-label"])
     path.write_text(path.read_text().replace('name = "files"', 'name = "files"\nk = 3'))
     rows = run_grid(load_grid(path), tmp_path / "out", workers=1, progress=lambda line: None)
-    assert rows == []
+    assert len(rows) == 2 and all(r["error"] for r in rows)  # failed rows, none finished
     logged = [json.loads(line) for line in (tmp_path / "out" / RUNS_LOG).read_text().splitlines()]
     assert len(logged) == 2
     assert all("needs labels; this dataset has none" in r["error"]
                and "write the dataset as 'FILE.csv?label-column=NAME'" in r["error"] for r in logged)
+
+
+# -- output, failures ---------------------------------------------------------------
+
+
+def test_a_grid_hides_the_per_round_lines_unless_verbose(grid_file, tmp_path, capsys):
+    from flwr.common.logger import FLOWER_LOGGER, ConsoleHandler
+
+    # What Flower prints goes through its console handler; print it where capsys sees it.
+    [console] = [h for h in FLOWER_LOGGER.handlers if isinstance(h, ConsoleHandler)]
+    stream = console.setStream(sys.stderr)
+    try:
+        grid = load_grid(grid_file)
+        progress: list[str] = []
+        run_grid(grid, tmp_path / "quiet", workers=1, progress=progress.append)
+        quiet = capsys.readouterr()
+        assert len(progress) == 7 and "round 1/" not in quiet.out + quiet.err
+        run_grid(grid, tmp_path / "verbose", workers=1, progress=lambda line: None, verbose=True)
+        verbose = capsys.readouterr()
+        assert "round 1/5" in verbose.out + verbose.err
+    finally:
+        console.setStream(stream)
+
+
+@pytest.mark.slow
+def test_spawned_workers_hide_the_per_round_lines_too(grid_file, tmp_path, capfd):
+    # Importing Flower in a worker sets its logger to DEBUG; the level must be set after that.
+    rows = run_grid(load_grid(grid_file), tmp_path / "out", workers=2, progress=lambda line: None)
+    assert len(rows) == 6 and not any(r["error"] for r in rows)
+    captured = capfd.readouterr()
+    assert "round 1/" not in captured.out + captured.err
+
+
+def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file, tmp_path,
+                                                                      monkeypatch):
+    import fedcluster.client.app as client_app
+
+    def broken_disk(*args, **kwargs):
+        raise OSError("disk on fire")
+
+    grid = load_grid(grid_file)
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(client_app, "local_data", broken_disk)
+        rows = run_grid(grid, out, workers=1, progress=lambda line: None)
+    assert len(rows) == 6 and all(row["error"] for row in rows)
+    assert [r["run_id"] for r in rows] == [r.run_id for r in grid.runs]
+    with open(out / RUNS_CSV) as handle:
+        table = list(csv.DictReader(handle))
+    assert [r["run_id"] for r in table] == [r.run_id for r in grid.runs]
+    assert all(r["error"] for r in table) and not any(r["rounds"] or r.get("score") for r in table)
+    assert "disk on fire" in table[0]["error"]
+    assert "**6 run(s) failed**" in render(grid, rows)
+    # The next call retries them; once they finish, the errors are gone from runs.csv.
+    lines: list[str] = []
+    rows = run_grid(grid, out, workers=1, progress=lines.append)
+    assert lines[0] == "tiny: 6 runs, 0 already done, 6 to run with 1 worker(s)"
+    assert len(rows) == 6 and not any(row["error"] for row in rows)
+    with open(out / RUNS_CSV) as handle:
+        assert not any(r["error"] for r in csv.DictReader(handle))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fedcluster.client.app import BAD_INPUT, build_client_app
+from fedcluster.client.privacy import private_bounds
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.protocol import BOUNDS, EVALUATE, LLOYD, LOCAL_KMEANS, make_request, read_reply
 from fedcluster.server.inprocess import InProcessGrid
@@ -48,19 +49,29 @@ def test_evaluate_bounds_and_local_kmeans(tmp_path, points):
                     k=2, expect=("counts", "sse"))
     np.testing.assert_array_equal(ev.counts, [30, 20])
     bounds = read_reply(ask(node, BOUNDS, {}).content, expect=("bounds",))
-    np.testing.assert_array_equal(bounds.low, points.min(0))
-    np.testing.assert_array_equal(bounds.high, points.max(0))
+    # Not the minima and maxima (coordinates of rows): the means of the two
+    # extreme values of each feature, rounded outward to two significant digits.
+    ordered = np.sort(points, axis=0)
+    low, high = ordered[:2].mean(0), ordered[-2:].mean(0)
+    assert np.all(np.abs(low) < 1) and np.all((np.abs(high) >= 1) & (np.abs(high) < 10))
+    np.testing.assert_allclose(bounds.low, np.floor(low * 100) / 100, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(bounds.high, np.ceil(high * 10) / 10, rtol=0, atol=1e-12)
+    assert not np.isin(bounds.low, points).any() and not np.isin(bounds.high, points).any()
     config = {"k": 2, "seed": 3, "max-iter": 50, "tol": 0.0, "chunk-size": 16}
     km = read_reply(ask(node, LOCAL_KMEANS, config).content, expect=("centroids", "counts"))
     assert sorted(km.counts) == [20, 30]
 
 
-def test_local_kmeans_caps_k_at_the_distinct_rows(tmp_path):
-    np.save(tmp_path / "p.npy", np.array([[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]))
+def test_local_kmeans_never_sends_a_row_or_a_small_cluster(tmp_path):
     config = {"k": 5, "seed": 0, "max-iter": 10, "tol": 0.0, "chunk-size": 16}
-    km = read_reply(ask({"data-path": str(tmp_path / "p.npy")}, LOCAL_KMEANS, config).content,
-                    expect=("centroids", "counts"))
-    assert km.centroids.shape == (2, 2) and km.counts.sum() == 3
+    np.save(tmp_path / "few.npy", np.array([[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]))
+    few = ask({"data-path": str(tmp_path / "few.npy")}, LOCAL_KMEANS, config)
+    assert ("3 rows, fewer than min-cluster-size 2 x 5 clusters = 10" in error_of(few))
+    # Two distinct rows, five copies each: k is capped at 2, and each centroid
+    # would be a row; the floor's last check refuses to send them.
+    np.save(tmp_path / "copies.npy", np.repeat([[1.0, 1.0], [2.0, 2.0]], 5, axis=0))
+    copies = ask({"data-path": str(tmp_path / "copies.npy")}, LOCAL_KMEANS, config)
+    assert "a centroid equals local row" in error_of(copies)
 
 
 def error_of(reply) -> str:
@@ -118,7 +129,7 @@ def test_simulation_partitions_a_named_dataset_like_every_other_client():
         reply = ask({"partition-id": pid, "num-partitions": 4}, BOUNDS, {}, run_config=run_config)
         summary = read_reply(reply.content, expect=("bounds",))
         assert summary.n == len(parts[pid])
-        np.testing.assert_array_equal(summary.low, data.X[parts[pid]].min(0))
+        np.testing.assert_array_equal(summary.low, private_bounds(data.X[parts[pid]], 2)[0])
 
 
 def test_bound_defaults_yield_to_the_run_config(tmp_path, points):

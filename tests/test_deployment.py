@@ -69,3 +69,61 @@ def test_every_method_runs_in_the_deployment(federation, algorithm):
     assert 1 <= len(model.centroids) <= 15 and model.n_points == 5000
     assert all(r.clients_answered == 3 for r in model.history)
     assert model.score > 0
+
+
+# -- starts and partial participation through the real deployment -------------------------------
+# (tests/test_real_flower.py checks that every start runs through real Flower somewhere.)
+
+#: Flower draws node ids as random uint64 values; ids such as 0, 1, ... or 100, 101, ...
+#: are not Flower's.
+SMALLEST_FLOWER_ID = 2**20
+
+
+def supernode_ids(federation) -> set[int]:
+    """The ids Flower gave the federation's SuperNodes (each logs its own)."""
+    import re
+
+    deployment, _ = federation
+    ids = set()
+    for i in range(len(deployment.node_configs)):
+        text = (deployment.workdir / f"supernode-{i}.log").read_text(errors="replace")
+        ids.update(int(m) for m in re.findall(r"SuperNode ID: (\d+)", text))
+    assert len(ids) == len(deployment.node_configs), deployment.logs()
+    assert min(ids) >= SMALLEST_FLOWER_ID, ids
+    return ids
+
+
+def test_kfed_start_in_the_deployment(federation):
+    """The k-FED start asks every SuperNode once; the round after it trains with all three."""
+    model, log = deploy(federation, "dwf-kfed-start", {"algorithm": "dwf", "k": 15, "seed": 1,
+                                                       "init": "kfed", "num-server-rounds": 1,
+                                                       "tol": 0.0})
+    ids = supernode_ids(federation)
+    assert model.settings["init"] == "kfed"
+    assert [r.phase for r in model.history] == ["init", "train"], model.history
+    for record in model.history:
+        assert record.clients_sampled == record.clients_answered == 3, record
+        assert record.clients_rejected == 0 and set(record.participants) == ids, (record, ids)
+    assert np.isfinite(model.history[1].movement) and model.history[1].movement > 0
+    assert model.n_points == 5000 and model.centroids.shape == (15, 2)
+
+
+def test_partial_participation_from_a_start_file(federation, s1):
+    """An array-file start and two of the three SuperNodes per round (``clients-per-round=2``)."""
+    _, tmp = federation
+    start = tmp / "start.npy"
+    np.save(start, s1[np.random.default_rng(3).choice(len(s1), 15, replace=False)])
+    model, log = deploy(federation, "dwf-file-partial", {
+        "algorithm": "dwf", "k": 15, "seed": 3, "init": str(start), "clients-per-round": 2,
+        "num-server-rounds": 2, "tol": 0.0})
+    ids = supernode_ids(federation)
+    # An explicit start asks no client: every record is a training round of two SuperNodes.
+    assert [r.phase for r in model.history] == ["train"] * 2, model.history
+    for record in model.history:
+        assert record.clients_sampled == record.clients_answered == 2, record
+        assert record.clients_rejected == 0 and len(record.participants) == 2, record
+        assert set(record.participants) <= ids, (record, ids)
+    first = model.history[0]
+    assert np.isfinite(first.movement) and first.movement > 0, first
+    assert model.settings["clients-per-round"] == 2
+    assert model.n_points == 5000  # the final score asks every SuperNode

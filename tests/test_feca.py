@@ -35,24 +35,25 @@ def ask(tmp_path, X, config):
 
 @pytest.mark.parametrize(("radius", "radii"), [("algorithm4", [1, 1]), ("theoretical", [50, 50])])
 def test_client_sends_centroids_radii_and_counts(tmp_path, radius, radii):
-    # Two tight clusters A = {-1, 1} and B = {99, 100, 101}: k-means++ seeds one in each
-    # and Lloyd ends at their means 0 and 100. Algorithm 2 keeps both (G_A = 2 against
-    # 12004 for A u B merged). r' = 1 for both; Algorithm 4: min(1, 100 / 2) = 1;
-    # Algorithm 3: 1 + 1 < 100, so the uniform radius is 100 / 2 = 50.
-    reply = ask(tmp_path, column(-1, 99, 1, 100, 101), feca_config(radius))
+    # Two tight clusters A = {-1, 1} and B = {99, 99.5, 100.5, 101}: k-means++ seeds one
+    # in each and Lloyd ends at their means 0 and 100 (no centroid is a row). Algorithm 2
+    # keeps both (merging them costs far more). r' = 1 for both; Algorithm 4:
+    # min(1, 100 / 2) = 1; Algorithm 3: 1 + 1 < 100, so the uniform radius is 100 / 2 = 50.
+    reply = ask(tmp_path, column(-1, 99, 1, 100.5, 99.5, 101), feca_config(radius))
     summary = read_reply(reply.content, expect=("centroids", "counts", "radii"))
     order = np.argsort(summary.centroids[:, 0])
     np.testing.assert_allclose(summary.centroids[order], column(0, 100), rtol=0, atol=1e-12)
-    np.testing.assert_array_equal(summary.counts[order], [2, 3])
+    np.testing.assert_array_equal(summary.counts[order], [2, 4])
     np.testing.assert_allclose(summary.radii, radii, rtol=1e-12)
-    assert summary.n == 5
+    assert summary.n == 6
 
 
-def test_client_caps_k_at_its_distinct_rows(tmp_path):
-    reply = ask(tmp_path, column(1, 1, 4), feca_config(k=5))
-    summary = read_reply(reply.content, expect=("centroids", "counts", "radii"))
-    np.testing.assert_array_equal(np.sort(summary.centroids[:, 0]), [1, 4])
-    np.testing.assert_array_equal(summary.radii, [0, 0])
+def test_client_never_sends_a_row_or_a_small_cluster(tmp_path):
+    few = ask(tmp_path, column(1, 1, 4), feca_config(k=5))
+    assert few.has_error() and "fewer than min-cluster-size 2 x 5 clusters" in few.error.reason
+    # Two distinct values, three copies each: each local centroid would be a row.
+    copies = ask(tmp_path, column(1, 1, 1, 4, 4, 4), feca_config(k=3))
+    assert copies.has_error() and "a centroid equals local row" in copies.error.reason
 
 
 def test_client_refuses_an_unknown_radius_rule(tmp_path):

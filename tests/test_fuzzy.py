@@ -35,15 +35,27 @@ def ask(tmp_path, X, config, centroids):
 
 
 def test_client_step_hand_case(tmp_path):
-    # The hand case of test_numerics_fuzzy: centres (0, 2), points 0.5, 1, 3, m = 2.
-    reply = ask(tmp_path, np.array([[0.5], [1.0], [3.0]]),
+    # The hand case of test_numerics_fuzzy (centres (0, 2), points 0.5, 1, 3, m = 2), every
+    # point twice so that each crisp cluster has the two rows the privacy floor needs:
+    # the same centres, twice the supports, counts and sse.
+    reply = ask(tmp_path, np.array([[0.5], [1.0], [3.0], [0.5], [1.0], [3.0]]),
                 {"fuzzifier": 2.0, "chunk-size": 2, "device": "cpu"}, np.array([[0.0], [2.0]]))
     summary = read_reply(reply.content, k=2, dim=1, expect=("centroids", "weights", "counts", "sse"))
-    assert summary.n == 3
+    assert summary.n == 6
     np.testing.assert_allclose(summary.centroids, [[0.685 / 1.07], [2.685 / 1.07]], rtol=1e-14)
-    np.testing.assert_allclose(summary.weights, [1.07, 1.07], rtol=1e-14)
-    np.testing.assert_array_equal(summary.counts, [2.0, 1.0])
-    assert summary.sse == pytest.approx(2.25, rel=1e-15)
+    np.testing.assert_allclose(summary.weights, [2.14, 2.14], rtol=1e-14)
+    np.testing.assert_array_equal(summary.counts, [4.0, 2.0])
+    assert summary.sse == pytest.approx(4.5, rel=1e-15)
+
+
+def test_client_withholds_a_centre_of_one_crisp_row(tmp_path):
+    # 3.0 is the only row nearest centre 2: that centre goes back as given, with support
+    # and count 0; the other is the fuzzy mean as usual.
+    reply = ask(tmp_path, np.array([[0.4], [0.5], [0.6], [3.0]]),
+                {"fuzzifier": 2.0, "chunk-size": 2, "device": "cpu"}, np.array([[0.0], [2.0]]))
+    summary = read_reply(reply.content, k=2, dim=1, expect=("centroids", "weights", "counts", "sse"))
+    assert summary.centroids[1, 0] == 2.0 and summary.weights[1] == 0 and summary.counts[1] == 0
+    assert summary.counts[0] == 3 and summary.weights[0] > 0 and summary.centroids[0, 0] != 0
 
 
 @pytest.mark.parametrize("config", [
@@ -52,7 +64,7 @@ def test_client_step_hand_case(tmp_path):
     {"chunk-size": 8},
 ])
 def test_bad_fuzzifier_gets_an_error_reply(tmp_path, config):
-    reply = ask(tmp_path, np.array([[0.0], [1.0]]), config, np.array([[0.0], [1.0]]))
+    reply = ask(tmp_path, np.array([[0.0], [0.2], [0.8], [1.0]]), config, np.array([[0.0], [1.0]]))
     assert reply.has_error() and reply.error.code == BAD_INPUT
     assert "fuzzifier" in reply.error.reason
 

@@ -32,21 +32,17 @@ def ask(tmp_path, rows, message_type, config, centroids=None):
 def test_round_request_sends_the_kept_clusters_and_the_score(tmp_path):
     # Against START, A's rows go 0 -> 0, 2 -> 0, 4 -> 6, 10 -> 11, 12 -> 11 and 30
     # gets none: new centroids 1, 4, 11 with 2, 1, 2 rows; SSE 0 + 4 + 4 + 1 + 1 = 10.
-    config = {"privacy-threshold": 1, "chunk-size": 2, "device": "cpu"}
+    # p = 2 (the default) withholds the cluster of one row: the counts cover 4 of the 5 rows.
+    config = {"chunk-size": 2, "device": "cpu"}
     reply = ask(tmp_path, PART_A, GARST, config, START)
     summary = read_reply(reply.content, dim=1, expect=("centroids", "counts", "sse"))
-    np.testing.assert_array_equal(summary.centroids, [[1.0], [4.0], [11.0]])
-    np.testing.assert_array_equal(summary.counts, [2, 1, 2])
-    assert (summary.n, summary.sse) == (5, 10.0)
-    # p = 2 withholds the cluster of one row: the counts cover 4 of the 5 rows.
-    reply = ask(tmp_path, PART_A, GARST, {**config, "privacy-threshold": 2}, START)
-    summary = read_reply(reply.content, dim=1, expect=("centroids", "counts", "sse"))
     np.testing.assert_array_equal(summary.centroids, [[1.0], [11.0]])
-    assert summary.counts.sum() == 4 < summary.n
+    np.testing.assert_array_equal(summary.counts, [2, 2])
+    assert (summary.n, summary.sse) == (5, 10.0)
 
 
 def test_a_client_may_send_no_cluster_at_all(tmp_path):
-    config = {"privacy-threshold": 6, "chunk-size": 8, "device": "cpu"}
+    config = {"min-cluster-size": 5, "chunk-size": 8, "device": "cpu"}
     summary = read_reply(ask(tmp_path, PART_A, GARST, config, START).content, dim=1,
                          expect=("centroids", "counts", "sse"))
     assert summary.centroids.shape == (0, 1) and summary.counts.shape == (0,)
@@ -55,7 +51,7 @@ def test_a_client_may_send_no_cluster_at_all(tmp_path):
 
 def test_init_request_sends_cluster_means_of_k_means_plus_plus_seeds(tmp_path):
     rows = np.array([[0.0, 0.0], [0.0, 1.0], [50.0, 50.0], [51.0, 50.0], [50.0, 51.0]])
-    config = {"k": 2, "seed": 3, "privacy-threshold": 2, "chunk-size": 4, "device": "cpu"}
+    config = {"k": 2, "seed": 3, "min-cluster-size": 2, "chunk-size": 4, "device": "cpu"}
     summary = read_reply(ask(tmp_path, rows, GARST_INIT, config).content,
                          expect=("centroids", "counts"))
     order = np.argsort(summary.centroids[:, 0])
@@ -65,12 +61,14 @@ def test_init_request_sends_cluster_means_of_k_means_plus_plus_seeds(tmp_path):
 
 def test_bad_requests_get_error_replies(tmp_path):
     cases = [
-        (GARST, {"chunk-size": 4}, START, "request config lacks 'privacy-threshold'"),
-        (GARST, {"privacy-threshold": 0, "chunk-size": 4}, START,
-         "request config 'privacy-threshold' has an invalid value 0"),
-        (GARST, {"privacy-threshold": 2, "chunk-size": 4}, None, "request carries no global centroids"),
-        (GARST_INIT, {"k": 2, "privacy-threshold": 2, "chunk-size": 4}, None,
-         "request config lacks 'seed'"),
+        (GARST, {"min-cluster-size": 0, "chunk-size": 4}, START,
+         "request config 'min-cluster-size' has an invalid value 0"),
+        (GARST, {"min-cluster-size": 6, "chunk-size": 4}, START,
+         "this client has 5 rows, fewer than min-cluster-size 6"),
+        (GARST, {"chunk-size": 4}, None, "request carries no global centroids"),
+        (GARST_INIT, {"k": 2, "chunk-size": 4}, None, "request config lacks 'seed'"),
+        (GARST_INIT, {"k": 3, "seed": 1, "chunk-size": 4}, None,
+         "fewer than min-cluster-size 2 x 3 clusters = 6"),
     ]
     for message_type, config, centroids, expected in cases:
         reply = ask(tmp_path, PART_A, message_type, config, centroids)
@@ -87,7 +85,7 @@ def reply_content(centroids, counts, n=10, sse=1.0) -> RecordDict:
 
 
 def test_replies_may_hold_fewer_centroids_but_never_small_clusters():
-    strategy = GarstFederatedKMeans(3, privacy_threshold=2)
+    strategy = GarstFederatedKMeans(3, min_cluster_size=2)
     fewer = strategy.read_train_reply(reply_content([[1.0, 2.0]], [4]), 3, 2)
     assert fewer.centroids.shape == (1, 2)
     empty = strategy.read_train_reply(reply_content(np.zeros((0, 2)), np.zeros(0)), 3, 2)
@@ -112,37 +110,46 @@ def test_aggregate_runs_weighted_k_means_over_all_received_centroids():
 
 
 def test_aggregate_keeps_the_centroids_when_nobody_sent_a_cluster(flwr_log):
-    strategy = GarstFederatedKMeans(2, privacy_threshold=5)
+    strategy = GarstFederatedKMeans(2, min_cluster_size=5)
     current = np.array([[0.0], [1.0]])
     nothing = ClientSummary(n=3, centroids=np.zeros((0, 1)), counts=np.zeros(0))
     assert strategy.aggregate(current, [nothing]) is current
     assert "no client sent a cluster of 5 or more points" in messages(flwr_log)
 
 
-def run_from_start(tmp_path, privacy_threshold):
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", [PART_A, PART_B]))
-    strategy = GarstFederatedKMeans(4, privacy_threshold=privacy_threshold, tol=0.0, seed=0)
+def paired(rows):
+    """Each row x as the pair x - 0.25, x + 0.25: the same cluster means, twice the rows."""
+    return np.concatenate([rows - 0.25, rows + 0.25])
+
+
+def run_from_start(tmp_path, min_cluster_size):
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts",
+                                                        [paired(PART_A), paired(PART_B)]))
+    strategy = GarstFederatedKMeans(4, min_cluster_size=min_cluster_size, tol=0.0, seed=0)
     return strategy.start(grid, ArrayRecord({"centroids": Array(START)}), num_rounds=1)
 
 
 def test_one_round_from_an_explicit_start_matches_the_hand_computation(tmp_path):
-    # A sends 1 (2 rows), 4 (1), 11 (2) (see above). B's rows go 20 -> 11 (d 9 < 10),
-    # 22, 29, 31 -> 30: B sends 20 (1 row) and 82 / 3 (3 rows); 0 and 6 get none.
-    # Server, k = 4 over 1 (w 2), 4 (w 1), 11 (w 2), 20 (w 1), 82/3 (w 3): the cheapest
-    # merge is {1, 4} -> 2 (weighted cost 2 * 1 + 1 * 4 = 6; {4, 11} costs 32.7,
-    # {11, 20} 54). Matched to START in sorted order: 2, 11, 20, 82/3.
-    # Score: SSE to START, A 10, B 81 + 64 + 1 + 1 = 147, over 9 rows.
-    result = run_from_start(tmp_path, 1)
+    # Every row of A and B as a pair x -+ 0.25 (no pair straddles a boundary), so every
+    # cluster has the two rows p = 2 needs. A sends 1 (4 rows), 4 (2), 11 (4) (see
+    # above). B's rows go 20 -> 11 (d 9 < 10), 22, 29, 31 -> 30: B sends 20 (2 rows) and
+    # 82 / 3 (6 rows); 0 and 6 get none. Server, k = 4 over 1 (w 4), 4 (w 2), 11 (w 4),
+    # 20 (w 2), 82/3 (w 6): the cheapest merge is {1, 4} -> 2 (weighted cost 4 * 1 + 2 * 4
+    # = 12; {4, 11} costs 65.3, {11, 20} 108). Matched to START in sorted order: 2, 11,
+    # 20, 82/3. Score: SSE to START, twice A's 10 and B's 81 + 64 + 1 + 1 = 147, plus
+    # 2 * 0.25^2 per pair, over 18 rows.
+    result = run_from_start(tmp_path, 2)
     np.testing.assert_allclose(result.arrays["centroids"].numpy().ravel(), [2, 11, 20, 82 / 3],
                                rtol=0, atol=1e-12)
-    assert result.train_metrics_clientapp[1]["score"] == pytest.approx(157 / 9, rel=1e-12)
+    assert result.train_metrics_clientapp[1]["score"] == pytest.approx(
+        (2 * 157 + 9 * 0.125) / 18, rel=1e-12)
 
 
-def test_with_p_two_fewer_than_k_centroids_pull_their_nearest_global_centroids(tmp_path):
-    # p = 2: A withholds 4, B withholds 20; the server gets 1 (w 2), 11 (w 2),
-    # 82/3 (w 3), fewer than k = 4. From START they join 0, 11 and 30; 6 gets none
+def test_with_p_three_fewer_than_k_centroids_pull_their_nearest_global_centroids(tmp_path):
+    # p = 3: A withholds 4, B withholds 20; the server gets 1 (w 4), 11 (w 4),
+    # 82/3 (w 6), fewer than k = 4. From START they join 0, 11 and 30; 6 gets none
     # and stays: 1, 6, 11, 82/3.
-    result = run_from_start(tmp_path, 2)
+    result = run_from_start(tmp_path, 3)
     np.testing.assert_allclose(result.arrays["centroids"].numpy().ravel(), [1, 6, 11, 82 / 3],
                                rtol=0, atol=1e-12)
 
@@ -200,9 +207,9 @@ def test_from_config_and_validation():
                                      "num-server-rounds": 12, "tol": 0.5})
     strategy = build_strategy(config)
     assert isinstance(strategy, GarstFederatedKMeans) and strategy.algorithm == "fkm"
-    assert (strategy.k, strategy.privacy_threshold, strategy.num_rounds, strategy.tol) == (7, 3, 12, 0.5)
-    assert strategy.settings["privacy-threshold"] == 3
-    with pytest.raises(ValueError, match="privacy_threshold must be an integer >= 1"):
-        GarstFederatedKMeans(3, privacy_threshold=0)
+    assert (strategy.k, strategy.min_cluster_size, strategy.num_rounds, strategy.tol) == (7, 3, 12, 0.5)
+    assert strategy.settings["min-cluster-size"] == 3
+    with pytest.raises(ValueError, match="min_cluster_size must be an integer >= 2"):
+        GarstFederatedKMeans(3, min_cluster_size=1)
     with pytest.raises(TypeError, match="takes no init"):
         GarstFederatedKMeans(3, init="random")

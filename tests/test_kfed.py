@@ -29,10 +29,10 @@ def grid_of(tmp_path, parts):
 
 def test_one_shot_on_a_hand_case(tmp_path, flwr_log):
     # Clients whose local 2-means find {0, 10}, {1, 30} and {11, 31} exactly (pairs of
-    # equal rows): k = 3 gives 0.5, 10.5 and 30.5 whichever client starts
-    # (see test_numerics_kfed), in one round.
-    parts = [np.repeat([[0.0], [10.0]], 2, axis=0), np.repeat([[1.0], [30.0]], 2, axis=0),
-             np.repeat([[11.0], [31.0]], 2, axis=0)]
+    # rows x -+ 0.25, so no centroid is a row): k = 3 gives 0.5, 10.5 and 30.5 whichever
+    # client starts (see test_numerics_kfed), in one round.
+    parts = [np.concatenate([[[a - 0.25], [a + 0.25]], [[b - 0.25], [b + 0.25]]])
+             for a, b in ((0.0, 10.0), (1.0, 30.0), (11.0, 31.0))]
     result = KFed(3, k_prime=2, seed=4).fit(grid_of(tmp_path, parts))
     np.testing.assert_allclose(np.sort(result.centroids.ravel()), [0.5, 10.5, 30.5], atol=1e-12)
     assert (result.rounds, result.converged) == (1, True)
@@ -60,9 +60,11 @@ def test_dwf_with_kfed_init_improves_on_its_start_and_restarts_reach_s1(tmp_path
     for restart in range(3):
         rows = [r for r in result.history if r.restart == restart]
         assert (rows[0].phase, rows[0].clients_answered) == ("init", 10)
-        # Full participation, one Lloyd step, lr 1: every round lowers the score.
+        # Full participation, one Lloyd step, lr 1: every round lowers the score, up to
+        # the clusters of one row that a client withholds (the privacy floor, p = 2),
+        # which Lloyd's mean would include: on this split the score rose once, by 1.9e-6.
         scores = [r.score for r in rows[1:]]
-        assert all(b <= a * (1 + 1e-12) for a, b in zip(scores, scores[1:]))
+        assert all(b <= a * (1 + 1e-5) for a, b in zip(scores, scores[1:]))
     # A k-FED start (k' = 5) on a non-IID split can lead Lloyd into a local
     # optimum: on this split, 7 of seeds 0-9 reach the optimum level (about 1.0e4;
     # the others 26e4-35e4) with one restart and all 10 with n_init = 3; on the
@@ -96,7 +98,8 @@ def test_no_usable_reply_fails_the_run(tmp_path):
 
 def test_too_few_centres_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="received 2 distinct centres, fewer than k = 3"):
-        KFed(3, k_prime=1, seed=0).fit(grid_of(tmp_path, [np.zeros((4, 2)), np.ones((4, 2))]))
+        pairs = np.array([[-0.25, 0.0], [0.25, 0.0]] * 2)
+        KFed(3, k_prime=1, seed=0).fit(grid_of(tmp_path, [pairs, pairs + 1.0]))
 
 
 def test_from_config_and_validation():

@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -31,6 +32,7 @@ from fedcluster.submit import (
     SubmitError,
     _flwr_error,
     _json_payload,
+    _model_check,
     add_submit_parser,
     check_run_config,
     submit,
@@ -65,7 +67,8 @@ def test_the_checked_config_is_the_fused_one():
     assert fused["k"] == 5 and fused["lr"] == 0.5 and fused["out-dir"] == "/srv/results"
     assert fused["algorithm"] == "dwf"  # from [tool.flwr.app.config]
     # An initial-centroid file is on the ServerApp's machine: not looked for here.
-    assert check_run_config(REPO, ['init="/nowhere/centroids.npy"'])["init"] == "/nowhere/centroids.npy"
+    fused = check_run_config(REPO, ['init="/nowhere/centroids.npy"'])
+    assert fused["init"] == "/nowhere/centroids.npy"
 
 
 def test_another_app_is_not_checked(tmp_path):
@@ -94,6 +97,31 @@ def test_a_failed_status_gives_the_serverapp_error_on_one_line():
                                "invalid value for 'lr': 1.5")
     assert RunStatus(7, "running").outcome == "" and not RunStatus(7, "running").finished
     assert RunStatus(7, "finished:completed", "N/A").reason() == ""
+
+
+class FakeCli:
+    def __init__(self, address):
+        self._address = address
+
+    def address(self):
+        return self._address
+
+
+def test_the_model_is_required_only_where_this_machine_sees_it(tmp_path):
+    config = {"out-dir": str(tmp_path)}
+    model = tmp_path / "model.pb"
+    loopback = FakeCli("127.0.0.1:8000")
+    assert _model_check(loopback, config, time.time())[0] == f"it wrote no {model}"
+    model.write_bytes(b"")
+    assert _model_check(loopback, config, time.time() - 1) == ("", model, str(model))
+    assert _model_check(FakeCli(""), config, time.time() - 1)[1] == model  # local simulation
+    stale = _model_check(loopback, config, time.time() + 60)[0]
+    assert "older than the run" in stale
+    # Elsewhere (a remote SuperLink, a container's /results, a relative out-dir): only named.
+    for cli, out_dir in ((FakeCli("10.0.0.5:8000"), tmp_path), (loopback, tmp_path / "no"),
+                         (loopback, "results"), (FakeCli(None), tmp_path)):
+        problem, found, where = _model_check(cli, {"out-dir": str(out_dir)}, time.time() + 60)
+        assert (problem, found) == ("", None) and where.endswith("model.pb where the ServerApp runs")
 
 
 def test_the_subcommand_wiring():
@@ -198,11 +226,11 @@ def test_half_participation_samples_two_of_four_and_both_answer(federation):
     deployment, tmp = federation
     out = tmp / "half"
     done = deployment.submit("--no-stream", "-c", run_config(
-        out, k=15, participation=0.5, tol=0.0, seed=3, **{"num-server-rounds": 3}), timeout=300)
+        out, k=15, participation=0.5, tol=0.0, seed=3, **{"num-server-rounds": 2}), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
     assert ": finished:completed (" in done.stdout  # --no-stream prints the status changes
     train = [r for r in read_model(out / "model.pb").history if r.phase == "train"]
-    assert len(train) == 3
+    assert len(train) == 2
     assert all(r.clients_sampled == r.clients_answered == 2 for r in train), train
 
 
@@ -224,9 +252,9 @@ def test_ctrl_c_stops_the_run_and_exits_130(federation):
         tmp / "interrupted", k=15, tol=0.0, **{"num-server-rounds": 1000}))
     try:
         seen = []
-        for line in proc.stdout:  # wait for the first round
+        for line in proc.stdout:  # wait for the ServerApp to start
             seen.append(line)
-            if "round 1/1000" in line:
+            if "WeightedFederatedKMeans (dwf)" in line:
                 break
         proc.send_signal(signal.SIGINT)
         rest, err = proc.communicate(timeout=120)

@@ -88,7 +88,9 @@ def test_standardised_blobs_equal_lloyd_to_1e9_absolute(tmp_path):
 
 def hand_case(tmp_path, **kwargs):
     """Two clients on a line; hand-computed in the test bodies below."""
-    parts = [np.array([[0.0], [2.0]]), np.array([[10.0], [12.0], [14.0]])]
+    # A's mean is 1 and B's 12, as if A held {0, 2} and B {10, 12, 14}; each client has
+    # the min-cluster-size x k = 4 rows the privacy floor asks for.
+    parts = [np.array([[0.0], [2.0], [0.5], [1.5]]), np.array([[10.0], [11.5], [12.5], [14.0]])]
     np.save(tmp_path / "start.npy", np.array([[1.0], [11.0]]))
     return run(tmp_path, parts, 2, init=str(tmp_path / "start.npy"), tol=0.0, **kwargs)
 
@@ -115,14 +117,17 @@ def test_eq4_fallback_through_client_and_strategy(tmp_path):
     # C0 = (0, 5, 5): ties go to the lower index, so centroid 2 is empty on both
     # clients at the first assignment (DWF weight 0 everywhere) but takes points
     # in the second local step.
+    # Every row x below stands for the pair x -+ 0.1 (so that every cluster has the two
+    # rows the privacy floor asks for, and no centroid is a row).
     # A = {0, 4, 4, 12}: step 1 gives (0, 20/3, 5), step 2 (0, 12, 4); counts
-    # against C0 (1, 3, 0), counts of the last step (1, 1, 2).
+    # against C0 (2, 6, 0), counts of the last step (2, 2, 4).
     # B = {0.5, 4.5, 12.5, 12.5}: step 1 (0.5, 29.5/3, 5), step 2 (0.5, 12.5, 4.5);
-    # counts against C0 (1, 3, 0), of the last step (1, 2, 1).
+    # counts against C0 (2, 6, 0), of the last step (2, 4, 2).
     # DWF weights are the counts against C0: c0 = (0 + 0.5) / 2 = 0.25,
-    # c1 = (3 * 12 + 3 * 12.5) / 6 = 12.25, and c2 falls back to the equal mean
+    # c1 = (6 * 12 + 6 * 12.5) / 12 = 12.25, and c2 falls back to the equal mean
     # (4 + 4.5) / 2 = 4.25 (eq. 4). Last-step counts would give 12.33 and 4.17.
-    parts = [np.array([[0.0], [4.0], [4.0], [12.0]]), np.array([[0.5], [4.5], [12.5], [12.5]])]
+    parts = [np.array([[x - 0.1, x + 0.1] for x in rows]).reshape(-1, 1)
+             for rows in ([0.0, 4.0, 4.0, 12.0], [0.5, 4.5, 12.5, 12.5])]
     np.save(tmp_path / "start.npy", np.array([[0.0], [5.0], [5.0]]))
     result = run(tmp_path, parts, 3, init=str(tmp_path / "start.npy"), tol=0.0, num_rounds=1,
                  local_steps=2)

@@ -21,6 +21,19 @@ data of one run, however many runs the grid has (``BENCHMARKS.md``, "Memory of
 a grid"). A single client holding everything (the centralized baseline) is
 served the dataset itself, without a copy.
 
+Partitions. Runs that share a partition (dataset, split, clients, seed; the
+methods and settings of a grid) run one after the other, and the partition is
+computed once, by the process that runs the grid, and handed to the worker with
+the run: a split such as ``kmeans-noniid`` of MNIST costs a minute of k-means,
+which every worker would otherwise repeat, for every method, as its cache of
+partitions cycled through the grid's seeds.
+
+Threads. Each of ``workers`` worker processes limits its BLAS and numba thread
+pools to its share of the cores (``cores // workers``, at least 1): two workers
+each running the Lloyd kernel and BLAS products on both cores of a 2-core
+machine halve each other's speed (OpenBLAS threads spin while they wait). The
+kernel's result does not depend on its thread count.
+
 Output. The strategies log every round through Flower's logger; a grid hides
 these lines (and every Flower line below WARNING) unless ``verbose``. Importing
 Flower sets its logger to DEBUG, so the level is set after that import, in each
@@ -40,10 +53,11 @@ import json
 import logging
 import math
 import multiprocessing
+import os
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
@@ -80,7 +94,7 @@ def _load_dataset(spec: str, seed: int) -> Dataset:
     return load_spec(spec, seed=seed)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=8)
 def cached_partition(spec: str, split: str, clients: int, seed: int) -> tuple[np.ndarray, ...]:
     """The split of a dataset, computed once per process (methods and settings share it).
 
@@ -95,8 +109,12 @@ def cached_partition(spec: str, split: str, clients: int, seed: int) -> tuple[np
                                    points=data.X, seed=seed))
 
 
-def execute(run: RunSpec) -> dict[str, Any]:
-    """Run one grid cell and return its row (an ``error`` entry if it failed)."""
+def execute(run: RunSpec, parts: tuple[np.ndarray, ...] | None = None) -> dict[str, Any]:
+    """Run one grid cell and return its row (an ``error`` entry if it failed).
+
+    ``parts``: the run's partition (row indices per client) where the caller has
+    it; computed here otherwise.
+    """
     # Imported here: rendering a report from finished runs needs no Flower.
     from ..client.app import build_client_app
     from ..client.data import serve_rows
@@ -111,7 +129,8 @@ def execute(run: RunSpec) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         data = cached_dataset(run.dataset, run.seed)
-        parts = cached_partition(run.dataset, run.split, run.clients, run.seed)
+        if parts is None:
+            parts = cached_partition(run.dataset, run.split, run.clients, run.seed)
         rows, labels = client_rows(data, parts)
         with serve_rows(rows) as node_configs:
             grid = InProcessGrid(build_client_app(), node_configs)
@@ -256,19 +275,88 @@ def _flower_logging(verbose: bool) -> int:
     return level
 
 
+def _limit_threads(threads: int) -> None:
+    """Use at most ``threads`` threads for BLAS / OpenMP (threadpoolctl, when installed) and numba."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        pass
+    else:
+        threadpool_limits(threads)
+    try:
+        import numba
+    except ImportError:
+        return
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+
+
+def _worker_init(verbose: bool, threads: int) -> None:
+    _flower_logging(verbose)
+    _limit_threads(threads)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _partition_key(run: RunSpec) -> tuple:
+    """What decides a run's partition (one client holds every row whatever the split)."""
+    if run.clients == 1:
+        try:
+            return (run.dataset, "", 1, data_seed(run.dataset, run.seed))
+        except ValueError:  # a bad data-seed: the run fails with that error
+            pass
+    return (run.dataset, run.split, run.clients, run.seed)
+
+
+def _by_partition(runs: list[RunSpec]) -> list[list[RunSpec]]:
+    """``runs`` in groups that share a partition, in the order of first appearance."""
+    groups: dict[tuple, list[RunSpec]] = {}
+    for run in runs:
+        groups.setdefault(_partition_key(run), []).append(run)
+    return list(groups.values())
+
+
+def _partition_of(run: RunSpec) -> tuple[np.ndarray, ...] | None:
+    """The run's partition; None where it cannot be made (the run then fails saying why)."""
+    try:
+        return cached_partition(run.dataset, run.split, run.clients, run.seed)
+    except Exception:  # noqa: BLE001 - execute() records the error as the run's
+        return None
+
+
 def _rows(runs: list[RunSpec], workers: int, verbose: bool = False) -> Iterable[dict[str, Any]]:
+    groups = _by_partition(runs)
     if workers <= 1:
         level = _flower_logging(verbose)
         try:
-            yield from map(execute, runs)
+            for group in groups:
+                parts = _partition_of(group[0])
+                for run in group:
+                    yield execute(run, parts)
         finally:
             logging.getLogger("flwr").setLevel(level)
         return
     # Spawned workers: Flower's gRPC and logging threads do not survive a fork well.
     context = multiprocessing.get_context("spawn")
+    threads = max(1, _cores() // workers)
+    # Runs queued beyond the running ones: the next partition is computed while they run.
+    window = 2 * workers
     with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                             initializer=partial(_flower_logging, verbose)) as pool:
-        for future in as_completed([pool.submit(execute, run) for run in runs]):
+                             initializer=partial(_worker_init, verbose, threads)) as pool:
+        pending: set = set()
+        for group in groups:
+            parts = _partition_of(group[0])
+            for run in group:
+                pending.add(pool.submit(execute, run, parts))
+                while len(pending) > window:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        yield future.result()
+        for future in as_completed(pending):
             yield future.result()
 
 

@@ -6,7 +6,9 @@ squared distances for the final score; ``query.bounds`` and
 ``query.local_kmeans``: initialisation without sending any raw point) and the
 steps of the other methods. A bad request or bad local data is answered with
 an error reply whose reason names the problem; the server logs it and goes on
-with the other clients.
+with the other clients. Every reply is checked against the privacy floor
+(:mod:`.privacy`) before it leaves: one that would reveal a cluster of fewer
+than ``min-cluster-size`` rows, or a row itself, becomes an error reply.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .. import protocol
 from ..data import DataError
 from ..protocol import ClientSummary, ProtocolError, make_reply, read_request
 from .data import PARTITION_ID_KEY, local_data
+from .privacy import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
 
 #: Error code of a reply that reports bad input (request or local data).
 BAD_INPUT = 400
@@ -77,14 +80,16 @@ def build_client_app(defaults: Mapping[str, Any] | None = None) -> ClientApp:
         def handler(msg: Message, context: Context) -> Message:
             try:
                 config, centroids = read_request(msg)
+                p = floor_of(config, context.node_config)
                 device = str(config.get("device", "auto"))
                 X = local_data(context.node_config, {**bound, **context.run_config}, device)
                 if centroids is not None and X.shape[1] != centroids.shape[1]:
                     raise DataError(
                         f"client data has dimension {X.shape[1]}, the global model {centroids.shape[1]}"
                     )
-                return make_reply(msg, _resolve(target)(X, centroids, config),
-                                  sampling_key=_sampling_key(context.node_config))
+                summary = _resolve(target)(X, centroids, {**config, MIN_CLUSTER_SIZE_KEY: p})
+                check_reply(X, summary, p, centroids)
+                return make_reply(msg, summary, sampling_key=_sampling_key(context.node_config))
             except (ProtocolError, DataError) as exc:
                 log(ERROR, "Rejected %s request: %s", msg.metadata.message_type, exc)
                 return Message(Error(code=BAD_INPUT, reason=str(exc)), reply_to=msg)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..numerics import namespace_of
 from ..numerics.feca import RADIUS_RULES, feca_client_update
 from ..protocol import ClientSummary, request_setting
-from .steps import chunk_size, local_kmeans_request
+from .privacy import keep_large
+from .steps import chunk_size, local_kmeans_request, min_cluster_size
 
 
 def feca_request(X, centroids, config: dict) -> ClientSummary:
@@ -22,11 +23,15 @@ def feca_request(X, centroids, config: dict) -> ClientSummary:
     ``max-iter``, ``tol``, ``chunk-size``) and ``radius`` (``"algorithm4"`` or
     ``"theoretical"``). The reply carries the kept centroids, their ``radii``
     and ``counts`` (cluster sizes); the request's global centroids, if any,
-    are not used.
+    are not used. Privacy floor: the local k-means leaves out clusters of
+    fewer than ``min-cluster-size`` rows, and so does the reply after the
+    refinement (whose reassignment may leave a centroid with fewer rows);
+    the server groups whatever centroid-radius pairs it gets.
     """
     radius = request_setting(config, "radius", str, lambda value: value in RADIUS_RULES)
     local = local_kmeans_request(X, None, config)
     update = feca_client_update(X, namespace_of(X).asarray(local.centroids), radius=radius,
                                 chunk_size=chunk_size(config))
-    return ClientSummary(n=int(X.shape[0]), centroids=update.centroids, counts=update.counts,
-                         radii=update.radii)
+    keep = keep_large(update.counts, min_cluster_size(config))
+    return ClientSummary(n=int(X.shape[0]), centroids=update.centroids[keep],
+                         counts=update.counts[keep], radii=update.radii[keep])

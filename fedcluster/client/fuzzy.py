@@ -7,7 +7,8 @@ import math
 from ..numerics import namespace_of, to_numpy
 from ..numerics.fuzzy import fuzzy_step
 from ..protocol import ClientSummary, request_setting
-from .steps import chunk_size, need_centroids
+from .privacy import check_rows, withhold_small
+from .steps import chunk_size, min_cluster_size, need_centroids
 
 
 def round_request(X, centroids, config: dict) -> ClientSummary:
@@ -18,18 +19,25 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
     (``weights``), the crisp counts and the crisp sum of squared distances to
     the nearest global centre (``counts``, ``sse``: the same score as every
     other method reports, so the history's round scores compare).
+
+    Privacy floor: a fuzzy centre is a weighted mean of all local rows, but one
+    whose crisp cluster has fewer than ``min-cluster-size`` rows is dominated
+    by those few rows; it is withheld (the global centre goes back with
+    support and count 0, so eq. 8 and 9 leave this client out of it). A
+    choice of fedcluster's; the paper sends every centre.
     """
     xp = namespace_of(X)
+    given = need_centroids(centroids)
+    p = min_cluster_size(config)
+    check_rows(int(X.shape[0]), p, len(given))
     step = fuzzy_step(
         X,
-        xp.asarray(need_centroids(centroids)),
+        xp.asarray(given),
         fuzzifier=request_setting(config, "fuzzifier", float, lambda v: math.isfinite(v) and v > 1),
         chunk_size=chunk_size(config),
     )
-    return ClientSummary(
-        n=int(X.shape[0]),
-        centroids=to_numpy(step.centres),
-        counts=to_numpy(step.counts),
-        sse=step.inertia,
-        weights=to_numpy(step.supports),
-    )
+    counts = to_numpy(step.counts)
+    centres, counts, supports = withhold_small(to_numpy(step.centres), counts, counts, p, given,
+                                               to_numpy(step.supports))
+    return ClientSummary(n=int(X.shape[0]), centroids=centres, counts=counts, sse=step.inertia,
+                         weights=supports)

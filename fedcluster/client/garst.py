@@ -3,7 +3,7 @@
 ``query.garst_init`` (:func:`init_request`) answers the initial round:
 k-means++ on the local rows. ``train.garst`` (:func:`round_request`) answers a
 round: drop the global centroids that get no local row, one Lloyd step from
-the others. Both send only clusters of at least ``privacy-threshold`` rows, so
+the others. Both send only clusters of at least ``min-cluster-size`` rows, so
 the counts may add up to fewer than the local rows.
 """
 
@@ -14,11 +14,8 @@ import numpy as np
 from ..numerics import namespace_of, to_numpy
 from ..numerics.garst import LocalClusters, local_step, seeded_clusters
 from ..protocol import ClientSummary, request_setting
-from .steps import chunk_size, need_centroids, non_negative, positive
-
-
-def _privacy_threshold(config: dict) -> int:
-    return request_setting(config, "privacy-threshold", int, positive)
+from .privacy import check_rows
+from .steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
 
 
 def _summary(X, clusters: LocalClusters, sse: float = float("nan")) -> ClientSummary:
@@ -29,14 +26,16 @@ def _summary(X, clusters: LocalClusters, sse: float = float("nan")) -> ClientSum
 def init_request(X, centroids, config: dict) -> ClientSummary:
     """Means and sizes of the clusters of ``k`` k-means++ seeds (Algorithm 1, lines 2-5).
 
-    Config: ``k`` (capped at the number of local rows), ``seed``,
-    ``privacy-threshold``, ``chunk-size``.
+    Config: ``k``, ``seed``, ``min-cluster-size``, ``chunk-size``; a client of
+    fewer than ``min-cluster-size * k`` rows refuses (see :mod:`.privacy`).
     """
+    k = request_setting(config, "k", int, positive)
+    check_rows(int(X.shape[0]), min_cluster_size(config), k)
     clusters = seeded_clusters(
         X,
-        request_setting(config, "k", int, positive),
+        k,
         rng=np.random.default_rng(request_setting(config, "seed", int, non_negative)),
-        threshold=_privacy_threshold(config),
+        threshold=min_cluster_size(config),
         chunk_size=chunk_size(config),
     )
     return _summary(X, clusters)
@@ -46,11 +45,11 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
     """One FKM round on the local rows (Algorithm 1, lines 13-18).
 
     The reply holds the new local centroids and their sizes (at most ``k`` of
-    them, none below ``privacy-threshold``) and, for the round's score, the
+    them, none below ``min-cluster-size``) and, for the round's score, the
     sum of squared distances of the local rows to the global centroids.
-    Config: ``privacy-threshold``, ``chunk-size``.
+    Config: ``min-cluster-size``, ``chunk-size``.
     """
     xp = namespace_of(X)
     clusters = local_step(X, xp.asarray(need_centroids(centroids)),
-                          threshold=_privacy_threshold(config), chunk_size=chunk_size(config))
+                          threshold=min_cluster_size(config), chunk_size=chunk_size(config))
     return _summary(X, clusters, sse=float(clusters.inertia))

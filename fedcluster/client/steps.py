@@ -18,6 +18,7 @@ import numpy as np
 
 from ..numerics import cluster_stats, kmeans, lloyd, namespace_of, to_numpy
 from ..protocol import ClientSummary, ProtocolError, request_setting
+from .privacy import MIN_CLUSTER_SIZE_KEY, check_rows, keep_large, private_bounds, withhold_small
 
 
 def positive(value) -> bool:
@@ -39,48 +40,74 @@ def chunk_size(config: dict) -> int:
     return request_setting(config, "chunk-size", int, positive)
 
 
+def min_cluster_size(config: dict) -> int:
+    """p of the privacy floor, which the ClientApp has set in ``config`` (see :mod:`.privacy`)."""
+    return request_setting(config, MIN_CLUSTER_SIZE_KEY, int, positive)
+
+
 def lloyd_request(X, centroids, config: dict) -> ClientSummary:
     """Up to ``local-steps`` Lloyd steps from the global centroids (DWF Algorithm 2).
 
     The counts are the numbers of local points assigned to each *global*
     centroid (the DWF weights, eq. 7) and ``sse`` is the local sum of squared
     distances to the global centroids; both come from the first assignment.
-    Empty clusters keep their global centroid.
+    Empty clusters keep their global centroid. Privacy floor: a cluster of
+    fewer than ``min-cluster-size`` rows, in the first assignment or in the
+    last (the one behind the sent centroid), is withheld like an empty one:
+    its global centroid goes back with count 0, which the server's weighted
+    mean leaves out (eq. 4-5).
     """
     xp = namespace_of(X)
+    given = need_centroids(centroids)
+    p = min_cluster_size(config)
+    check_rows(int(X.shape[0]), p, len(given))
     result = lloyd(
         X,
-        xp.asarray(need_centroids(centroids)),
+        xp.asarray(given),
         max_iter=request_setting(config, "local-steps", int, positive),
         tol=request_setting(config, "tol", float, non_negative),
         chunk_size=chunk_size(config),
     )
-    return ClientSummary(
-        n=int(X.shape[0]),
-        centroids=to_numpy(result.centroids),
-        counts=to_numpy(result.first.counts),
-        sse=float(result.first.inertia),
-    )
+    sent, counts = withhold_small(to_numpy(result.centroids), to_numpy(result.first.counts),
+                                  to_numpy(result.counts), p, given)
+    return ClientSummary(n=int(X.shape[0]), centroids=sent, counts=counts,
+                         sse=float(result.first.inertia))
 
 
 def evaluate_request(X, centroids, config: dict) -> ClientSummary:
-    """Counts per cluster and the sum of squared distances to the global centroids."""
+    """Counts per cluster and the sum of squared distances to the global centroids.
+
+    Neither reveals a row (the sum runs over all local rows, at least
+    ``min-cluster-size`` of them).
+    """
+    check_rows(int(X.shape[0]), min_cluster_size(config))
     xp = namespace_of(X)
     stats = cluster_stats(X, xp.asarray(need_centroids(centroids)), chunk_size=chunk_size(config))
     return ClientSummary(n=int(X.shape[0]), counts=to_numpy(stats.counts), sse=float(stats.inertia))
 
 
 def bounds_request(X, centroids, config: dict) -> ClientSummary:
-    """Per-feature minima and maxima, for a random start in the federated bounding box."""
-    xp = namespace_of(X)
-    return ClientSummary(
-        n=int(X.shape[0]), low=to_numpy(xp.min(X, axis=0)), high=to_numpy(xp.max(X, axis=0))
-    )
+    """Per-feature bounds for a random start in the federated bounding box.
+
+    Not the minima and maxima, which are coordinates of rows: the means of the
+    ``min-cluster-size`` smallest and largest values of each feature, rounded
+    outward to two significant digits (:func:`.privacy.private_bounds`).
+    """
+    p = min_cluster_size(config)
+    check_rows(int(X.shape[0]), p)
+    low, high = private_bounds(X, p)
+    return ClientSummary(n=int(X.shape[0]), low=low, high=high)
 
 
 def local_kmeans_request(X, centroids, config: dict) -> ClientSummary:
-    """k-means++ and Lloyd on the local rows; ``k`` is capped at the number of distinct rows."""
+    """k-means++ and Lloyd on the local rows; ``k`` is capped at the number of distinct rows.
+
+    Privacy floor: local clusters of fewer than ``min-cluster-size`` rows are
+    left out of the reply, so a client may send fewer than ``k`` centroids
+    (the server clusters whatever centroids it gets, weighted by counts).
+    """
     k = request_setting(config, "k", int, positive)
+    check_rows(int(X.shape[0]), min_cluster_size(config), k)
     distinct = int(np.unique(to_numpy(X), axis=0).shape[0])
     result = kmeans(
         X,
@@ -90,6 +117,7 @@ def local_kmeans_request(X, centroids, config: dict) -> ClientSummary:
         tol=request_setting(config, "tol", float, non_negative),
         chunk_size=chunk_size(config),
     )
-    return ClientSummary(
-        n=int(X.shape[0]), centroids=to_numpy(result.centroids), counts=to_numpy(result.counts)
-    )
+    counts = to_numpy(result.counts)
+    keep = keep_large(counts, min_cluster_size(config))
+    return ClientSummary(n=int(X.shape[0]), centroids=to_numpy(result.centroids)[keep],
+                         counts=counts[keep])

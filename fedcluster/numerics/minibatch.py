@@ -175,11 +175,10 @@ def count_weighted_mean(local_centroids: Any, counts: Any, current: Any) -> Any:
 def small_clusters(sizes: Any, points: float, fraction: float) -> np.ndarray:
     """Clusters holding less than `fraction` of the mean cluster size ``points / k``.
 
-    The threshold scales with ``1 / k``: the paper's fixed 1 % of all points is
-    1/20 of the mean share at its k = 5, but the mean share itself at k = 100,
-    where it calls about half of k equally sized true clusters "small". With
-    integer sizes, ``fraction = 0.05`` and k = 5 this is the paper's rule
-    exactly.
+    The threshold scales with ``1 / k``: the paper's fixed 1 % of all points
+    is a twentieth of the mean size at its k = 5, but the mean size itself at
+    k = 100, where it calls about half of k equally large true clusters
+    "small" (see :class:`~fedcluster.strategies.minibatch.FederatedMiniBatchKMeans`).
 
     Parameters
     ----------

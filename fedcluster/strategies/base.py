@@ -114,6 +114,10 @@ class ClusteringStrategy(Strategy):
         Share of the clients asked in a request (a round, the initialisation,
         the score) that must answer usably, in (0, 1]; below it the run fails
         (:meth:`check_quorum`). At least one answer is always needed.
+    min_cluster_size : int
+        The privacy floor p >= 2, sent with every request: no client reply
+        holds a centroid, sum or radius of fewer rows (a data owner may raise
+        it for its node; see :mod:`fedcluster.client.privacy`).
     """
 
     #: The method's ``--algorithm`` name, recorded in the model file.
@@ -135,6 +139,7 @@ class ClusteringStrategy(Strategy):
         node_wait_timeout: float = 300.0,
         round_timeout: float = 300.0,
         min_answer_fraction: float = 0.5,
+        min_cluster_size: int = 2,
     ) -> None:
         if k < 1 or n_init < 1:
             raise ValueError(f"k and n_init must be >= 1, got k={k}, n_init={n_init}")
@@ -142,6 +147,9 @@ class ClusteringStrategy(Strategy):
             raise ValueError(f"score must be 'exact' or 'client-mean', got {score!r}")
         if not 0.0 < participation <= 1.0:
             raise ValueError(f"participation must be in (0, 1], got {participation}")
+        if isinstance(min_cluster_size, bool) or not isinstance(min_cluster_size, int) \
+                or min_cluster_size < 2:
+            raise ValueError(f"min_cluster_size must be an integer >= 2, got {min_cluster_size!r}")
         if not 0.0 < min_answer_fraction <= 1.0:
             raise ValueError(f"min_answer_fraction must be in (0, 1], got {min_answer_fraction}")
         if clients_per_round is not None and clients_per_round < 1:
@@ -159,6 +167,7 @@ class ClusteringStrategy(Strategy):
         self.node_wait_timeout = node_wait_timeout
         self.round_timeout = round_timeout
         self.min_answer_fraction = min_answer_fraction
+        self.min_cluster_size = min_cluster_size
         self.rng = np.random.default_rng(seed)
         self._pending: list[Message] = []
         self._scored: np.ndarray | None = None
@@ -187,6 +196,7 @@ class ClusteringStrategy(Strategy):
             "node_wait_timeout": config.node_wait_timeout,
             "round_timeout": config.round_timeout,
             "min_answer_fraction": config.min_answer_fraction,
+            "min_cluster_size": config.min_cluster_size,
         }
 
     @classmethod
@@ -265,7 +275,11 @@ class ClusteringStrategy(Strategy):
         config: Mapping[str, int | float | str | bool],
         centroids: np.ndarray | None = None,
     ) -> list[Message]:
-        """Requests for ``node_ids``, remembered so that replies can be matched."""
+        """Requests for ``node_ids``, remembered so that replies can be matched.
+
+        Every request carries the privacy floor ``min-cluster-size``.
+        """
+        config = {**config, "min-cluster-size": self.min_cluster_size}
         self._pending = [make_request(message_type, n, config, centroids) for n in node_ids]
         return list(self._pending)
 

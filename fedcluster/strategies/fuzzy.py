@@ -43,7 +43,10 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
       scikit-learn KMeans the paper used, drawn from the restart's generator.
       Its centres are then matched one-to-one to the current global centres
       (least total squared distance), so that the convergence criterion
-      compares each centre with its predecessor.
+      compares each centre with its predecessor. Centres a client sent back
+      unchanged with support 0 (withheld by the privacy floor, see
+      :mod:`fedcluster.client.fuzzy`, or supported by no point) stay out of
+      the pool unless fewer than ``k`` centres would be left.
     * The clients report the crisp sum of squared distances to the nearest
       global centre as ``sse``, so the round scores in the history are the
       k-means score of every other method; the final score is the same.
@@ -105,6 +108,9 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
         local = [s.centroids for s in summaries]
         if self.averaging == "avg1":
             return weighted_centroid_mean(np.stack(local), np.stack([s.weights for s in summaries]))
+        supported = [s.centroids[s.weights > 0] for s in summaries]
+        if sum(len(c) for c in supported) >= self.k:
+            local = supported
         return kmeans_average(local, self.k, rng=self.rng, reference=current,
                               n_init=SERVER_N_INIT, max_iter=INIT_MAX_ITER, tol=INIT_TOL)
 

@@ -33,8 +33,6 @@ class GarstFederatedKMeans(RoundBasedStrategy):
     ----------
     k : int
         Number of global clusters ``K_g``.
-    privacy_threshold : int
-        ``p``: a client never sends a cluster of fewer rows (the paper uses 2).
     num_rounds : int
         Largest number of rounds after the initial one.
     tol : float
@@ -42,7 +40,9 @@ class GarstFederatedKMeans(RoundBasedStrategy):
         (matched to the previous ones, see below) is below ``tol``; ``0`` runs
         every round.
     **options
-        The common options of :class:`~.base.ClusteringStrategy`.
+        The common options of :class:`~.base.ClusteringStrategy`; among them
+        ``min_cluster_size``, the paper's privacy threshold ``p``: a client
+        never sends a cluster of fewer rows (the paper uses 2).
 
     Notes
     -----
@@ -78,22 +78,16 @@ class GarstFederatedKMeans(RoundBasedStrategy):
     algorithm = "fkm"
     train_type = GARST
 
-    def __init__(self, k: int, *, privacy_threshold: int = 2, num_rounds: int = 100,
-                 tol: float = 1e-4, **options) -> None:
+    def __init__(self, k: int, *, num_rounds: int = 100, tol: float = 1e-4, **options) -> None:
         if "init" in options or "k_prime" in options:
             raise TypeError("FKM starts from its own k-means++ round; it takes no init or k_prime")
         super().__init__(k, num_rounds=num_rounds, tol=tol, **options)
-        if isinstance(privacy_threshold, bool) or not isinstance(privacy_threshold, int) \
-                or privacy_threshold < 1:
-            raise ValueError(f"privacy_threshold must be an integer >= 1, got {privacy_threshold!r}")
-        self.privacy_threshold = privacy_threshold
 
     @classmethod
     def from_config(cls, config: RunConfig) -> GarstFederatedKMeans:
         """Build the strategy from a validated :class:`RunConfig`."""
         return cls(
             config.k,
-            privacy_threshold=config.privacy_threshold,
             num_rounds=config.num_server_rounds,
             tol=config.tol,
             **cls.common_options(config),
@@ -106,9 +100,9 @@ class GarstFederatedKMeans(RoundBasedStrategy):
         summary = read_reply(content, dim=dim, expect=expect)
         if summary.centroids.shape[0] > self.k:
             raise ProtocolError(f"sent {summary.centroids.shape[0]} centroids, more than k = {self.k}")
-        if np.any(summary.counts < self.privacy_threshold):
+        if np.any(summary.counts < self.min_cluster_size):
             raise ProtocolError(f"sent a cluster of fewer than the privacy threshold of "
-                                f"{self.privacy_threshold} points")
+                                f"{self.min_cluster_size} points")
         return summary
 
     def read_train_reply(self, content, k: int, dim: int) -> ClientSummary:
@@ -117,8 +111,8 @@ class GarstFederatedKMeans(RoundBasedStrategy):
 
     # -- the server ----------------------------------------------------------------
     def train_settings(self) -> dict:
-        """The privacy threshold (the round's step has no other setting)."""
-        return {"privacy-threshold": self.privacy_threshold}
+        """None: the round's step needs only the privacy threshold every request carries."""
+        return {}
 
     def server_step(self, summaries: list[ClientSummary], start: np.ndarray | None) -> np.ndarray:
         """Weighted k-means over the received centroids (line 10, eq. 1)."""
@@ -132,7 +126,7 @@ class GarstFederatedKMeans(RoundBasedStrategy):
         """New global centroids from this round's local centroids."""
         if not any(len(s.counts) for s in summaries):
             log(WARNING, "no client sent a cluster of %d or more points; the global centroids stay",
-                self.privacy_threshold)
+                self.min_cluster_size)
             return current
         return self.server_step(summaries, current)
 
@@ -149,7 +143,6 @@ class GarstFederatedKMeans(RoundBasedStrategy):
         config = {
             "k": self.k,
             "seed": int(self.rng.integers(2**31)),
-            "privacy-threshold": self.privacy_threshold,
             "chunk-size": self.chunk_size,
             "device": self.device,
         }

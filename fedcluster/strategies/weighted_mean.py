@@ -9,20 +9,66 @@ eq. 4 for a cluster whose weights are all zero, then applies the learning rate
 and momentum of eq. 6 with C(-1) = C(0). A run stops when the Frobenius norm of
 the centroid movement is below ``tol`` or after ``num_rounds`` rounds;
 ``n_init`` restarts keep the run with the best federated score.
+
+Bounded influence (opt-in, not in the paper). With the paper's weighted mean a
+client that inflates its row count and its counts, or whose data are in other
+units, moves a centroid wherever it likes. Two options bound one client's
+influence on a cluster that other clients hold too:
+
+* ``max_client_share`` (``max-client-share``, default 1 = off) clips each
+  client's weight to at most that share of the cluster's total weight
+  (:func:`~fedcluster.numerics.aggregate.cap_client_shares`, water-filling:
+  the cap holds after renormalisation when at least ``1 / share`` clients hold
+  the cluster; with fewer holders they get equal weights). The aggregate then
+  moves at most ``share`` of the way towards any one client's centroid. EWF's
+  weights are equal already, so the cap changes nothing for ``ewf``.
+* ``aggregation`` (``"mean"``, the default, eq. 3-5; ``"trimmed-mean"`` with
+  ``trim_fraction``; ``"median"``) replaces the weighted mean by a
+  coordinate-wise trimmed mean or median over the clients that hold the
+  cluster (count > 0), every holder counting once
+  (:func:`~fedcluster.numerics.aggregate.robust_centroid_aggregate`): the
+  counts decide only who holds a cluster, so ``dwf`` and ``ewf`` coincide
+  there and the cap has nothing left to clip. A cluster that no client holds
+  gets the same statistic over all participants (eq. 4's fallback, made
+  robust); with the mean, eq. 4 is unchanged.
+
+Either way the aggregate is the ``D`` of eq. 6: the learning rate and the
+momentum apply after it, unchanged (momentum carries a past aggregate's
+displacement into later rounds, decaying by ``momentum`` per round). Neither
+option touches the initialisation or the score: a client's data that forms a
+cluster of its own (a far mass, data in other units) keeps that cluster, since
+it is its only holder, and the federated score still sums what every client
+declares (``BENCHMARKS.md``, "Poisoned clients").
+
+Whatever the options, the server warns once per node and run (Flower's log,
+WARNING) when one client's per-feature spread is 100 times the median of the
+other clients' or more (:func:`~fedcluster.numerics.aggregate.spread_outliers`,
+from the local centroids and counts of the initialisation's local k-means and
+of every round; no row leaves a client): "node N: feature F spread R x the
+median of the other clients': is its data in other units?". The warning
+changes nothing in the aggregation.
 """
 
 from __future__ import annotations
 
+from logging import WARNING
 from typing import Literal
 
 import numpy as np
+from flwr.common.logger import log
 
 from ..config import RunConfig
 from ..numerics import momentum_update, weighted_centroid_mean
+from ..numerics.aggregate import cap_client_shares, robust_centroid_aggregate, spread_outliers
 from ..protocol import ClientSummary
+from .base import Exchange
 from .rounds import RoundBasedStrategy
 
 Weighting = Literal["dynamic", "equal"]
+Aggregation = Literal["mean", "trimmed-mean", "median"]
+AGGREGATIONS = ("mean", "trimmed-mean", "median")
+#: A client's per-feature spread this many times the other clients' median is warned about.
+SPREAD_WARNING_RATIO = 100.0
 
 
 class WeightedFederatedKMeans(RoundBasedStrategy):
@@ -42,6 +88,14 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
     local_steps : int
         Largest number of local Lloyd steps per round (``max_local``); the
         clients stop earlier when their centroids move less than ``tol``.
+    max_client_share : float
+        Largest share of a cluster's weight one client may hold, in (0, 1];
+        1 (the default) is the paper's weighted mean (see the module docstring).
+    aggregation : {"mean", "trimmed-mean", "median"}
+        The paper's weighted mean (default), or a coordinate-wise trimmed mean
+        or median over the clients that hold each cluster, unweighted.
+    trim_fraction : float
+        Share of the holders cut from each end by ``"trimmed-mean"``, in [0, 0.5).
     **options
         ``num_rounds`` (``max_global``), ``tol``, ``init`` (``"local-kmeans"``,
         ``"kfed"`` as the paper recommends, ``"random"`` or a file), ``k_prime``
@@ -50,19 +104,31 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
     """
 
     def __init__(self, k: int, *, weighting: Weighting = "dynamic", lr: float = 1.0,
-                 momentum: float = 0.0, local_steps: int = 1, **options) -> None:
+                 momentum: float = 0.0, local_steps: int = 1, max_client_share: float = 1.0,
+                 aggregation: Aggregation = "mean", trim_fraction: float = 0.2,
+                 **options) -> None:
         super().__init__(k, **options)
         if weighting not in ("dynamic", "equal"):
             raise ValueError(f"weighting must be 'dynamic' or 'equal', got {weighting!r}")
         if not (0.0 < lr <= 1.0 and 0.0 <= momentum < 1.0 and local_steps >= 1):
             raise ValueError(f"need 0 < lr <= 1, 0 <= momentum < 1, local_steps >= 1; "
                              f"got {lr}, {momentum}, {local_steps}")
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+        if not (0.0 < max_client_share <= 1.0 and 0.0 <= trim_fraction < 0.5):
+            raise ValueError(f"need 0 < max_client_share <= 1 and 0 <= trim_fraction < 0.5; "
+                             f"got {max_client_share}, {trim_fraction}")
         self.weighting = weighting
         self.algorithm = "dwf" if weighting == "dynamic" else "ewf"
         self.lr = lr
         self.momentum = momentum
         self.local_steps = local_steps
+        self.max_client_share = float(max_client_share)
+        self.aggregation = aggregation
+        self.trim_fraction = float(trim_fraction)
         self._previous: np.ndarray | None = None
+        #: Nodes already warned about their spread (once per node and run).
+        self.spread_warned: set[int] = set()
 
     @classmethod
     def from_config(cls, config: RunConfig) -> WeightedFederatedKMeans:
@@ -73,6 +139,9 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
             lr=config.lr,
             momentum=config.momentum,
             local_steps=config.local_steps,
+            max_client_share=config.max_client_share,
+            aggregation=config.aggregation,
+            trim_fraction=config.trim_fraction,
             num_rounds=config.num_server_rounds,
             tol=config.tol,
             init=config.init,
@@ -88,12 +157,55 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
         """C(-1) = C(0): no momentum in the first round."""
         self._previous = centroids
 
+    def initialise(self, grid):
+        """The start of :class:`~.rounds.RoundBasedStrategy`, then the spread check of its replies."""
+        start, exchange = super().initialise(grid)
+        if exchange is not None:
+            self.warn_on_spread(exchange, "init")
+        return start, exchange
+
+    def aggregate_train(self, server_round: int, replies):
+        """The round of :class:`~.rounds.RoundBasedStrategy`, then the spread check of its replies."""
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if self.last_exchange is not None:
+            self.warn_on_spread(self.last_exchange, f"round {server_round}")
+        return arrays, metrics
+
+    def warn_on_spread(self, exchange: Exchange[ClientSummary], what: str) -> None:
+        """Warn (once per node and run) about a client whose spread is 100 x the others' or more.
+
+        Uses the local centroids and counts of the accepted replies (see
+        :func:`~fedcluster.numerics.aggregate.spread_outliers`); replies
+        without them (a random start's bounds) are skipped.
+        """
+        nodes = [n for n, s in exchange.accepted.items()
+                 if s.centroids is not None and s.counts is not None]
+        if len(nodes) < 3:
+            return
+        summaries = [exchange.accepted[n] for n in nodes]
+        flagged = spread_outliers([s.centroids for s in summaries], [s.counts for s in summaries],
+                                  ratio=SPREAD_WARNING_RATIO)
+        for index, feature, ratio in flagged:
+            node = nodes[index]
+            if node in self.spread_warned:
+                continue
+            self.spread_warned.add(node)
+            log(WARNING, "%s: node %d: feature %d spread %.3g x the median of the other "
+                "clients': is its data in other units?", what, node, feature, ratio)
+
     def aggregate(self, current: np.ndarray, summaries: list[ClientSummary]) -> np.ndarray:
-        """Eq. 3-5 (weighted mean with the eq. 4 fallback), then eq. 6."""
+        """Eq. 3-5 (weighted mean with the eq. 4 fallback), or a robust aggregate; then eq. 6."""
         local = np.stack([s.centroids for s in summaries])
-        weights = (np.stack([s.counts for s in summaries]) if self.weighting == "dynamic"
-                   else np.ones(local.shape[:2]))
-        aggregate = weighted_centroid_mean(local, weights)
+        if self.aggregation == "mean":
+            weights = (np.stack([s.counts for s in summaries]) if self.weighting == "dynamic"
+                       else np.ones(local.shape[:2]))
+            if self.max_client_share < 1.0:
+                weights = cap_client_shares(weights, self.max_client_share)
+            aggregate = weighted_centroid_mean(local, weights)
+        else:
+            aggregate = robust_centroid_aggregate(
+                local, np.stack([s.counts for s in summaries]), method=self.aggregation,
+                trim_fraction=self.trim_fraction)
         new = momentum_update(current, self._previous, aggregate, lr=self.lr, momentum=self.momentum)
         self._previous = current
         return new

@@ -1,0 +1,168 @@
+"""The privacy floor: no message leaving a client holds a statistic of fewer than p rows.
+
+A centroid of one row is that row, and a centroid of two rows with one known
+gives the other away. Every request carries the run's ``min-cluster-size``
+(p); a data owner may raise it for its own node with ``min-cluster-size`` in
+its SuperNode's ``--node-config``, and no request can lower it below
+:data:`ABSOLUTE_FLOOR`. The client steps apply the floor as each method's
+docstring says (a small cluster is withheld: left out of a reply of local
+clusters, or, in a reply about the k global clusters, sent back as the global
+centroid it was given with a count of zero, exactly as an empty cluster);
+:func:`check_reply` then verifies every reply before it leaves, so that no
+step can break the floor by mistake: a reply that would is replaced by an
+error reply.
+
+What the floor does not cover: differences between rounds (a cluster of 5
+rows in one round and 4 in the next reveals something of the row that left),
+which only secure aggregation or differential privacy address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..numerics import to_numpy
+from ..protocol import ClientSummary, ProtocolError, request_setting
+
+#: The run-config and node-config key of p.
+MIN_CLUSTER_SIZE_KEY = "min-cluster-size"
+#: No request lowers p below this: a centroid of a single row is the row.
+ABSOLUTE_FLOOR = 2
+#: Significant digits kept by :func:`private_bounds`, rounded outward.
+BOUNDS_DIGITS = 2
+
+
+class PrivacyFloorError(ProtocolError):
+    """A reply would carry a statistic of fewer than p rows (never sent)."""
+
+
+def floor_of(config: Mapping[str, Any], node_config: Mapping[str, Any]) -> int:
+    """p for this request: the larger of the run's and the data owner's, at least 2."""
+    requested = request_setting(config, MIN_CLUSTER_SIZE_KEY, int, lambda v: v >= 1) \
+        if MIN_CLUSTER_SIZE_KEY in config else ABSOLUTE_FLOOR
+    own = node_config.get(MIN_CLUSTER_SIZE_KEY, ABSOLUTE_FLOOR)
+    if not isinstance(own, int) or isinstance(own, bool) or own < 1:
+        raise ProtocolError(f"node config '{MIN_CLUSTER_SIZE_KEY}' must be a positive integer, "
+                            f"got {own!r}")
+    return max(requested, own, ABSOLUTE_FLOOR)
+
+
+def check_rows(n: int, p: int, clusters: int | None = None) -> None:
+    """Refuse a request that this client cannot answer without small clusters.
+
+    Every reply's scalars sum over all ``n`` rows, so ``n >= p`` is needed; a
+    reply of ``clusters`` centroids needs ``n >= p * clusters`` for the
+    clusters to be of ``p`` rows each on average.
+    """
+    if n < p:
+        raise PrivacyFloorError(f"this client has {n} rows, fewer than min-cluster-size {p}: "
+                                "it cannot take part without revealing single rows")
+    if clusters is not None and n < p * clusters:
+        raise PrivacyFloorError(
+            f"this client has {n} rows, fewer than min-cluster-size {p} x {clusters} clusters = "
+            f"{p * clusters}: it cannot send {clusters} centroids without small clusters")
+
+
+def withhold_small(centroids: np.ndarray, counts: np.ndarray, sizes: np.ndarray, p: int,
+                   given: np.ndarray, *more: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A reply about the k global clusters, with every cluster of fewer than p rows withheld.
+
+    ``sizes`` are the rows behind each centroid, ``counts`` the weights sent
+    with them (often the same). A cluster is withheld when fewer than p rows
+    are behind its centroid, or when its count is positive but below p (a
+    count of 0 with a centroid of p rows or more is sent: DWF's first
+    assignment may leave a cluster empty that a later local step fills). A
+    withheld cluster goes back as the global centroid ``given`` by the
+    server, with count 0 and 0 in each of ``more`` (supports), which the
+    server treats as a cluster this client has no rows of. Returns
+    ``(centroids, counts, *more)`` as new arrays.
+    """
+    small = (sizes < p) | ((counts > 0) & (counts < p))
+    centroids = np.where(small[:, None], given, centroids)
+    return (centroids, *(np.where(small, 0.0, a) for a in (counts, *more)))
+
+
+def keep_large(counts: np.ndarray, p: int) -> np.ndarray:
+    """Mask of the local clusters of at least p rows (the others are left out of a reply)."""
+    return counts >= p
+
+
+def private_bounds(X, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature bounds that reveal no row: means of p extreme values, rounded outward.
+
+    The lower bound of a feature is the mean of its p smallest values rounded
+    down to :data:`BOUNDS_DIGITS` significant digits, the upper bound the mean
+    of its p largest rounded up: each is a statistic of p rows, coarsened, and
+    the box still covers all but the most extreme rows (a random start only
+    needs the region of the data).
+    """
+    X = to_numpy(X)
+    p = min(p, X.shape[0])
+    ordered = np.sort(X, axis=0)
+    low = ordered[:p].mean(axis=0)
+    high = ordered[-p:].mean(axis=0)
+    return _round_outward(low, np.floor), _round_outward(high, np.ceil)
+
+
+def _round_outward(values: np.ndarray, direction) -> np.ndarray:
+    magnitude = np.abs(values)
+    exponent = np.floor(np.log10(np.where(magnitude > 0, magnitude, 1.0))) - (BOUNDS_DIGITS - 1)
+    step = 10.0 ** exponent
+    return np.where(magnitude > 0, direction(values / step) * step, 0.0)
+
+
+def check_reply(X, summary: ClientSummary, p: int, given: np.ndarray | None) -> None:
+    """Verify that ``summary`` respects the floor before it leaves the client.
+
+    No count may lie between 0 and p (exclusive), and no centroid may equal a
+    local row (which catches a centroid of one row whatever its count; a
+    centroid of 0 count that is not the one the request carried is made of
+    at least p rows by the step that sent it); the client must hold at least
+    p rows.
+
+    Raises
+    ------
+    PrivacyFloorError
+        Naming the first violation; the client then sends an error reply.
+    """
+    check_rows(summary.n, p)
+    if summary.centroids is None:
+        return
+    centroids = np.asarray(summary.centroids, dtype=np.float64)
+    counts = summary.counts
+    if counts is None:
+        raise PrivacyFloorError("a reply with centroids must say how many rows each holds")
+    for j in np.flatnonzero((counts > 0) & (counts < p)):
+        raise PrivacyFloorError(
+            f"centroid {j} stands for {counts[j]:g} rows, fewer than min-cluster-size {p}")
+    returned = np.zeros(len(centroids), dtype=bool)
+    if given is not None and given.shape == centroids.shape:
+        returned = np.all(centroids == given, axis=1)
+    sent = centroids[~returned]
+    if len(sent) and (row := _first_row_among(to_numpy(X), sent)) is not None:
+        raise PrivacyFloorError(f"a centroid equals local row {row} exactly")
+
+
+def _first_row_among(X: np.ndarray, centroids: np.ndarray) -> int | None:
+    """The index of a row of ``X`` equal to one of ``centroids``, if any (exact comparison).
+
+    Rows are hashed (their float64 bit patterns, -0.0 as 0.0) in one pass; only
+    rows whose hash matches a centroid's are compared.
+    """
+    rows = _row_hashes(np.asarray(X, dtype=np.float64))
+    wanted = _row_hashes(centroids)
+    for index in np.flatnonzero(np.isin(rows, wanted)):
+        if np.any(np.all(centroids == X[index], axis=1)):
+            return int(index)
+    return None
+
+
+def _row_hashes(A: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(A + 0.0).view(np.uint64)
+    hashes = np.full(A.shape[0], 0xCBF29CE484222325, dtype=np.uint64)
+    for column in bits.T:
+        hashes = (hashes ^ column) * np.uint64(0x100000001B3)
+    return hashes

@@ -1,0 +1,197 @@
+"""Bounded influence of one client on DWF / EWF (issue "Careless and hostile clients").
+
+The options ``max-client-share`` and ``aggregation`` (trimmed mean, median) and
+the spread warning, through the real ClientApp and the strategy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flwr.app import Array
+from flwr.clientapp import ClientApp
+
+from conftest import messages, save_parts
+from fedcluster.client.app import build_client_app
+from fedcluster.config import ConfigError, RunConfig
+from fedcluster.metrics import centre_distance
+from fedcluster.protocol import METRICS_KEY, RESULT_KEY
+from fedcluster.server.inprocess import InProcessGrid
+from fedcluster.strategies import WeightedFederatedKMeans, build_strategy
+
+#: One S1 row near each true centre (the honest start of tests/test_weighted_mean.py).
+START_ROWS = [4, 400, 700, 1000, 1400, 1700, 2000, 2400, 2700, 3000, 3400, 3700, 4000, 4400, 4700]
+WARNING_TAIL = "x the median of the other clients': is its data in other units?"
+
+
+def iid_parts(X, n_clients, seed=0):
+    order = np.random.default_rng(seed).permutation(len(X))
+    return [X[np.sort(p)] for p in np.array_split(order, n_clients)]
+
+
+def lying_app() -> ClientApp:
+    """The real ClientApp; node_config['lie'] inflates its rows and counts x1000 in every
+    reply and moves its round centroids (``shift``: by 3e4; ``far``: to 1e7)."""
+    real = build_client_app()
+    app = ClientApp()
+
+    def serve(msg, context):
+        reply = real(msg, context)
+        mode = context.node_config.get("lie", "")
+        if not mode or reply.has_error():
+            return reply
+        arrays, metrics = reply.content[RESULT_KEY], reply.content[METRICS_KEY]
+        metrics["num-examples"] = int(metrics["num-examples"]) * 1000
+        if "sse" in metrics:
+            metrics["sse"] = float(metrics["sse"]) * 1000
+        if "counts" in arrays:
+            arrays["counts"] = Array(arrays["counts"].numpy() * 1000)
+        if msg.metadata.message_type == "train":
+            centroids = arrays["centroids"].numpy()
+            moved = centroids + 3e4 if mode == "shift" else np.full_like(centroids, 1e7)
+            arrays["centroids"] = Array(np.ascontiguousarray(moved))
+        return reply
+
+    app.train()(serve)
+    app.evaluate()(serve)
+    app.query("bounds")(serve)
+    app.query("local_kmeans")(serve)
+    return app
+
+
+# -- hand case through the strategy ----------------------------------------------------
+
+def one_cluster(tmp_path, **kwargs):
+    """k = 1; clients A = {0, 2}, B = {3, 5}, C = {100, 102, 104}; start 10; lr 0.5."""
+    parts = [np.array([[0.0], [2.0]]), np.array([[3.0], [5.0]]),
+             np.array([[100.0], [102.0], [104.0]])]
+    np.save(tmp_path / "start.npy", np.array([[10.0]]))
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
+    strategy = WeightedFederatedKMeans(1, init=str(tmp_path / "start.npy"), tol=0.0,
+                                       lr=0.5, **kwargs)
+    return strategy.fit(grid).centroids[0, 0]
+
+
+@pytest.mark.parametrize(("options", "aggregate"), [
+    # DWF's weighted mean: counts (2, 2, 3) and local centroids (1, 4, 102).
+    ({}, (2 * 1 + 2 * 4 + 3 * 102) / 7),
+    # Cap 0.4: C's 3 of 7 is clipped to tau = 0.4 (4 + tau), tau = 8/3: share 0.4.
+    ({"max_client_share": 0.4}, (2 * 1 + 2 * 4 + 8 / 3 * 102) / (4 + 8 / 3)),
+    # Trimmed mean: floor(0.34 * 3) = 1 cut at each end leaves B's 4.
+    ({"aggregation": "trimmed-mean", "trim_fraction": 0.34}, 4.0),
+    # floor(0.2 * 3) = 0: nothing cut, the unweighted mean over the holders.
+    ({"aggregation": "trimmed-mean", "trim_fraction": 0.2}, (1 + 4 + 102) / 3),
+    ({"aggregation": "median"}, 4.0),
+    # EWF: equal weights; the cap (1/3 <= 0.4 each) changes nothing; the median is DWF's.
+    ({"weighting": "equal"}, (1 + 4 + 102) / 3),
+    ({"weighting": "equal", "max_client_share": 0.4}, (1 + 4 + 102) / 3),
+    ({"weighting": "equal", "aggregation": "median"}, 4.0),
+])
+def test_each_option_by_hand_then_eq6(tmp_path, options, aggregate):
+    # One round of eq. 6 with lr 0.5 from C(0) = 10: C(1) = 10 + 0.5 (D - 10).
+    assert one_cluster(tmp_path, num_rounds=1, **options) == pytest.approx(
+        10 + 0.5 * (aggregate - 10), rel=1e-13)
+
+
+def test_momentum_applies_after_the_robust_aggregate(tmp_path):
+    # D = 4 in every round (k = 1: each local centroid is the client's mean).
+    # C(1) = 10 + 0.5 (4 - 10) = 7; C(2) = 7 + 0.5 (4 - 7) + 0.5 (7 - 10) = 4.
+    assert one_cluster(tmp_path, num_rounds=2, momentum=0.5, aggregation="median") == \
+        pytest.approx(4.0, rel=1e-13)
+
+
+# -- defaults and configuration ----------------------------------------------------------
+
+def test_a_cap_that_nobody_reaches_changes_nothing(tmp_path, s1):
+    start = tmp_path / "start.npy"
+    np.save(start, s1[START_ROWS])
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", iid_parts(s1, 10)))
+    runs = [WeightedFederatedKMeans(15, init=str(start), tol=0.0, num_rounds=4, **o).fit(grid)
+            for o in ({}, {"max_client_share": 0.3, "aggregation": "mean"})]
+    assert np.array_equal(runs[0].centroids, runs[1].centroids)
+    assert [r.score for r in runs[0].history] == [r.score for r in runs[1].history]
+
+
+def test_options_come_from_the_run_config():
+    config = RunConfig.from_mapping({"algorithm": "ewf", "max-client-share": 0.3,
+                                     "aggregation": "trimmed-mean", "trim-fraction": 0.1})
+    strategy = build_strategy(config)
+    assert (strategy.max_client_share, strategy.aggregation, strategy.trim_fraction) == \
+        (0.3, "trimmed-mean", 0.1)
+    assert {"max-client-share", "aggregation", "trim-fraction"} <= set(config.settings())
+    default = build_strategy(RunConfig())
+    assert (default.max_client_share, default.aggregation) == (1.0, "mean")
+    for bad, allowed in ((("max-client-share", 0.0), "number > 0.0 and <= 1.0"),
+                         (("trim-fraction", 0.5), "number >= 0.0 and < 0.5"),
+                         (("aggregation", "mode"), "one of 'mean', 'trimmed-mean', 'median'")):
+        with pytest.raises(ConfigError, match=allowed):
+            RunConfig.from_mapping(dict([bad]))
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        WeightedFederatedKMeans(3, aggregation="mode")
+
+
+# -- one poisoned client of ten -----------------------------------------------------------
+
+def poisoned_run(tmp_path, s1, mode, **options):
+    start = tmp_path / "start.npy"
+    np.save(start, s1[START_ROWS])
+    configs = save_parts(tmp_path / "parts", iid_parts(s1, 10))
+    configs[9]["lie"] = mode
+    grid = InProcessGrid(lying_app(), configs)
+    return WeightedFederatedKMeans(15, init=str(start), num_rounds=30, **options).fit(grid)
+
+
+def test_a_client_with_inflated_counts_and_shifted_centroids_is_bounded(tmp_path, s1, s1_centres):
+    # The liar declares 1000 x its rows and counts and sends every centroid moved by
+    # (3e4, 3e4), 4.2e4 in all: with the paper's mean it holds 99 % of every cluster.
+    distance = {name: centre_distance(poisoned_run(tmp_path, s1, "shift", **o).centroids,
+                                      s1_centres)
+                for name, o in (("mean", {}), ("cap", {"max_client_share": 0.3}),
+                                ("trimmed", {"aggregation": "trimmed-mean"}),
+                                ("median", {"aggregation": "median"}))}
+    clean = 9.6e3  # the honest federation's distance from this start
+    assert distance["mean"] > 1.5e5  # about sqrt(15) x 4.2e4
+    # The cap: each centroid moves at most 0.3 x 4.2e4 towards the lie.
+    assert distance["cap"] < clean + np.sqrt(15) * 0.3 * 4.3e4
+    assert distance["trimmed"] < 1.2e4 and distance["median"] < 1.2e4
+
+
+def test_a_client_sending_far_centroids_is_ignored_by_the_median(tmp_path, s1, s1_centres):
+    mean = poisoned_run(tmp_path, s1, "far", num_rounds=5)
+    assert centre_distance(mean.centroids, s1_centres) > 1e7
+    for aggregation in ("median", "trimmed-mean"):
+        robust = poisoned_run(tmp_path, s1, "far", aggregation=aggregation)
+        assert centre_distance(robust.centroids, s1_centres) < 1.2e4
+        assert np.all(robust.centroids < 1.1e6)
+
+
+# -- the spread warning -------------------------------------------------------------------
+
+def spread_warnings(records):
+    return [line for line in messages(records).splitlines() if WARNING_TAIL in line]
+
+
+@pytest.mark.parametrize("init", ["local-kmeans", "explicit"])
+def test_a_client_in_other_units_is_named_once(tmp_path, s1, flwr_log, init):
+    parts = iid_parts(s1, 8)
+    parts[3] = parts[3] * 1e6
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
+    if init == "explicit":
+        np.save(tmp_path / "start.npy", s1[START_ROWS])
+        init = str(tmp_path / "start.npy")
+    WeightedFederatedKMeans(15, init=init, tol=0.0, num_rounds=3, n_init=2).fit(grid)
+    [line] = spread_warnings(flwr_log)  # once per node and run, over rounds and restarts
+    assert f"node {grid.node_ids[3]}: feature " in line
+    assert line.startswith("init: " if init == "local-kmeans" else "round 1: ")
+    ratio = float(line.split(" spread ")[1].split(" x ")[0])
+    assert ratio > 1e5
+
+
+@pytest.mark.parametrize("split", ["iid", "kmeans-noniid"])
+def test_honest_clients_raise_no_spread_warning(tmp_path, s1, flwr_log, split):
+    from fedcluster.data import partition_indices
+
+    parts = [s1[p] for p in partition_indices(len(s1), 10, split, points=s1, seed=0)]
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
+    WeightedFederatedKMeans(15, num_rounds=10).fit(grid)
+    assert spread_warnings(flwr_log) == []

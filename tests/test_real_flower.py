@@ -1,0 +1,100 @@
+"""Every method, every start and partial participation run through real Flower.
+
+Real Flower is a Ray simulation (``fedcluster.simulation.simulate``) or a
+loopback deployment (``tests/test_deployment.py``), where node ids are the
+random uint64 values Flower draws, never a partition index. The fast tests
+here check that the deployment tests cover every method and every start the
+configuration accepts; the slow test runs partial participation in a Ray
+simulation and checks that a seed fixes what is sampled although Flower gives
+every simulated client a new node id in each run.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedcluster.config import INIT_METHODS, RunConfig
+from fedcluster.data import load_dataset, partition_indices, write_partitions
+from fedcluster.methods import METHODS
+from fedcluster.simulation import simulate
+
+TESTS = Path(__file__).resolve().parent
+SMALLEST_FLOWER_ID = 2**20
+
+
+#: Each start (``--init``) and the real-Flower test that runs it.
+STARTS = {
+    "local-kmeans": "test_deployment.py::test_deployment_equals_simulation",
+    "kfed": "test_deployment.py::test_kfed_start_in_the_deployment",
+    "random": "test_readme.py::test_simulate_command",  # the README's fedkmeans --init random
+    "file": "test_deployment.py::test_partial_participation_from_a_start_file",
+}
+
+
+def _functions(file: str) -> set[str]:
+    tree = ast.parse((TESTS / file).read_text(encoding="utf-8"))
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def test_every_start_runs_through_real_flower():
+    assert set(STARTS) == {*INIT_METHODS, "file"}, f"STARTS lacks {({*INIT_METHODS, 'file'} - set(STARTS))}"
+    for start, test in STARTS.items():
+        file, _, name = test.partition("::")
+        assert name in _functions(file), f"start {start}: tests/{file} has no {name}"
+        text = (TESTS / file).read_text(encoding="utf-8")
+        if file == "test_readme.py":  # runs the README's simulate commands: one must use it
+            import test_readme
+
+            assert any(f"--init {start}" in c.text for c in test_readme.COMMANDS
+                       if c.text.startswith("fedcluster simulate")), \
+                f"no README simulate command uses --init {start}; give start {start} another test"
+        elif start != "file":
+            assert f'"init": "{start}"' in text, f"{test} does not set init {start}"
+
+
+def test_every_method_runs_in_the_deployment():
+    """test_deployment.py runs dwf against a simulation and every other METHODS entry."""
+    text = (TESTS / "test_deployment.py").read_text(encoding="utf-8")
+    assert '[name for name in METHODS if name != "dwf"]' in text
+    assert '"algorithm": "dwf"' in text and "dwf" in METHODS
+
+
+@pytest.mark.slow
+def test_partial_participation_in_a_ray_simulation(tmp_path):
+    """Two of five simulated clients per round; one seed gives one model in two simulations."""
+    data = load_dataset("s1")
+    parts = partition_indices(len(data.X), 5, "dirichlet:0.5", labels=data.labels, seed=5)
+    write_partitions(data.X, parts, tmp_path / "parts")
+    settings = {"algorithm": "dwf", "k": 15, "num-server-rounds": 4, "tol": 0.0, "seed": 7,
+                "participation": 0.4, "local-steps": 2, "min-nodes": 5}
+    runs = [simulate(RunConfig.from_mapping({**settings, "out-dir": str(tmp_path / name)}),
+                     tmp_path / "parts", 5) for name in ("first", "second")]
+
+    for model in runs:
+        assert [r.phase for r in model.history] == ["init"] + ["train"] * 4, model.history
+        init, *train = model.history
+        assert init.clients_sampled == init.clients_answered == 5  # the start asks everyone
+        for record in train:
+            assert record.clients_sampled == record.clients_answered == 2, record
+            assert record.clients_rejected == 0 and len(record.participants) == 2, record
+            assert set(record.participants) <= set(init.participants), record
+        assert min(init.participants) >= SMALLEST_FLOWER_ID, init.participants
+        assert math.isfinite(train[0].movement) and train[0].movement > 0, train[0]
+        assert model.n_points == 5000
+
+    first, second = runs
+    # Flower gave the clients new ids, yet the seed sampled the same partitions:
+    # the same per-round scores (reported by the sampled clients) and the same model.
+    assert set(first.history[0].participants).isdisjoint(second.history[0].participants)
+    assert [r.score for r in first.history[1:]] == [r.score for r in second.history[1:]]
+    np.testing.assert_array_equal(first.centroids, second.centroids)
+    assert first.score == second.score
+    # Over four rounds the draw is not one fixed pair of clients.
+    pairs = {tuple(sorted(first.history[0].participants.index(p) for p in r.participants))
+             for r in first.history[1:]}
+    assert len(pairs) > 1, pairs
