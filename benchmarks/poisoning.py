@@ -6,7 +6,9 @@ bench`` runs a cell). Client 9 is the poisoned one:
 
 * ``clean``: honest (the baseline of every option);
 * ``units``: its rows times 1e6 (the same distribution in other units);
-* ``mass``: 1e6 copies of one far point, (1e7, 1e7), instead of its rows;
+* ``copies``: 1e6 copies of one far point, (1e7, 1e7), instead of its rows (its
+  own privacy floor refuses every reply: a centroid would equal a row);
+* ``mass``: the same 1e6 points jittered by N(0, 1), which the floor lets out;
 * ``counts``: its rows, but every reply declares 1000 times its rows, counts and
   squared distances (centroids honest: only weight and score are inflated);
 * ``shift``: as ``counts``, and every round's centroids moved by (3e4, 3e4),
@@ -65,7 +67,7 @@ SHIFT = 3e4
 #: One S1 row near each true centre: the honest fixed start.
 START_ROWS = [4, 400, 700, 1000, 1400, 1700, 2000, 2400, 2700, 3000, 3400, 3700, 4000, 4400, 4700]
 
-ATTACKS = ("clean", "units", "mass", "counts", "shift", "far")
+ATTACKS = ("clean", "units", "copies", "mass", "counts", "shift", "far")
 OPTIONS = {
     "mean (paper)": {},
     "max-client-share 0.3": {"max_client_share": 0.3},
@@ -122,8 +124,10 @@ def one_run(X: np.ndarray, parts: list[np.ndarray], attack: str, options: dict, 
     rows = [X[p] for p in parts]
     if attack == "units":
         rows[POISONED] = rows[POISONED] * 1e6
-    elif attack == "mass":
+    elif attack == "copies":
         rows[POISONED] = np.full((1_000_000, X.shape[1]), FAR)
+    elif attack == "mass":
+        rows[POISONED] = FAR + np.random.default_rng(0).standard_normal((1_000_000, X.shape[1]))
     honest = np.concatenate(rows[:POISONED])
     init = "local-kmeans"
     strategy_options = dict(options)
@@ -163,7 +167,8 @@ def one_run(X: np.ndarray, parts: list[np.ndarray], attack: str, options: dict, 
 
 
 def table(results: list[dict], start: str) -> str:
-    lines = [f"Start: {start}. Each cell: honest score / centre distance (x 1e4 ... see text).", ""]
+    lines = [f"Start: {start}. Each cell: score of the honest clients' data / distance to the "
+             "true centres.", ""]
     head = "| client 9 | " + " | ".join(OPTIONS) + " |"
     lines += [head, "|---" * (len(OPTIONS) + 1) + "|"]
     for attack in ATTACKS:
@@ -197,6 +202,22 @@ def main(argv=None) -> int:
     for start in STARTS:
         print(table(results, start))
         print()
+    print("Reported score (over what every client declares) / honest score, local-kmeans start:")
+    print()
+    print("| client 9 | " + " | ".join(OPTIONS) + " |")
+    print("|---" * (len(OPTIONS) + 1) + "|")
+    for attack in ATTACKS:
+        cells = [f"{r['reported_score']:.3g} / {r['honest_score']:.3g}" for r in results
+                 if r["attack"] == attack and r["start"] == "local-kmeans"]
+        print(f"| {attack} | " + " | ".join(cells) + " |")
+    print()
+    print("Spread warning (runs that named client 9 / runs that named an honest client):")
+    for start in STARTS:
+        for attack in ATTACKS:
+            runs = [r for r in results if r["attack"] == attack and r["start"] == start]
+            print(f"  {start}, {attack}: {sum(r['warned_poisoned'] for r in runs)} / "
+                  f"{sum(r['warned_honest'] > 0 for r in runs)} of {len(runs)}"
+                  + (f"  ({runs[0]['warnings'][0]})" if runs[0]["warnings"] else ""))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)

@@ -62,9 +62,9 @@ def lying_app() -> ClientApp:
 # -- hand case through the strategy ----------------------------------------------------
 
 def one_cluster(tmp_path, **kwargs):
-    """k = 1; clients A = {0, 2}, B = {3, 5}, C = {100, 102, 104}; start 10; lr 0.5."""
+    """k = 1; clients A = {0, 2}, B = {3, 5}, C = {100, 101, 105}; start 10; lr 0.5."""
     parts = [np.array([[0.0], [2.0]]), np.array([[3.0], [5.0]]),
-             np.array([[100.0], [102.0], [104.0]])]
+             np.array([[100.0], [101.0], [105.0]])]
     np.save(tmp_path / "start.npy", np.array([[10.0]]))
     grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
     strategy = WeightedFederatedKMeans(1, init=str(tmp_path / "start.npy"), tol=0.0,
@@ -132,13 +132,13 @@ def test_options_come_from_the_run_config():
 
 # -- one poisoned client of ten -----------------------------------------------------------
 
-def poisoned_run(tmp_path, s1, mode, **options):
+def poisoned_run(tmp_path, s1, mode, num_rounds=30, **options):
     start = tmp_path / "start.npy"
     np.save(start, s1[START_ROWS])
     configs = save_parts(tmp_path / "parts", iid_parts(s1, 10))
     configs[9]["lie"] = mode
     grid = InProcessGrid(lying_app(), configs)
-    return WeightedFederatedKMeans(15, init=str(start), num_rounds=30, **options).fit(grid)
+    return WeightedFederatedKMeans(15, init=str(start), num_rounds=num_rounds, **options).fit(grid)
 
 
 def test_a_client_with_inflated_counts_and_shifted_centroids_is_bounded(tmp_path, s1, s1_centres):

@@ -14,7 +14,7 @@ than ``min-cluster-size`` rows, or a row itself, becomes an error reply.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import import_module
 from logging import ERROR
@@ -63,7 +63,8 @@ def _sampling_key(node_config: Mapping[str, Any]) -> int | None:
     return int(key) if isinstance(key, int) and not isinstance(key, bool) else None
 
 
-def build_client_app(defaults: Mapping[str, Any] | None = None) -> ClientApp:
+def build_client_app(defaults: Mapping[str, Any] | None = None,
+                     mods: Sequence[Callable] = ()) -> ClientApp:
     """Create the ClientApp.
 
     Parameters
@@ -72,9 +73,12 @@ def build_client_app(defaults: Mapping[str, Any] | None = None) -> ClientApp:
         Data settings (``partitions-dir``, ``dataset``, ``split``, ``seed``) used
         where the run config lacks them; ``flwr.simulation.run_simulation`` passes
         no run config, so the command line binds its settings here.
+    mods : sequence of callables
+        Flower client mods wrapped around every handler (for example one that
+        records every outgoing message, as the privacy tests do).
     """
     bound = dict(defaults or {})
-    app = ClientApp()
+    app = ClientApp(mods=list(mods))
 
     def serve(target: str) -> Callable[[Message, Context], Message]:
         def handler(msg: Message, context: Context) -> Message:

@@ -336,15 +336,27 @@ def spread_outliers(
                 @ (np.asarray(local_centroids[i], dtype=np.float64) - centre) ** 2 / totals[i])
         for i in usable
     ])
-    overall = np.sqrt(np.mean(spreads ** 2, axis=1))
+    overall = np.sqrt(np.mean(spreads ** 2, axis=1, keepdims=True))
+    reference = np.maximum(_median_of_the_others(spreads), floor * _median_of_the_others(overall))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(reference > 0, spreads / np.where(reference > 0, reference, 1.0), 0.0)
     flagged = []
     for row, i in enumerate(usable):
-        others = np.delete(spreads, row, axis=0)
-        reference = np.maximum(np.median(others, axis=0),
-                               floor * float(np.median(np.delete(overall, row))))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = np.where(reference > 0, spreads[row] / reference, 0.0)
-        feature = int(np.argmax(ratios))
-        if ratios[feature] >= ratio:
-            flagged.append((i, feature, float(ratios[feature])))
+        feature = int(np.argmax(ratios[row]))
+        if ratios[row, feature] >= ratio:
+            flagged.append((i, feature, float(ratios[row, feature])))
     return flagged
+
+
+def _median_of_the_others(values: np.ndarray) -> np.ndarray:
+    """Row i: the per-column median of every row but i, exactly, from one sort (m >= 2)."""
+    m = values.shape[0]
+    order = np.argsort(values, axis=0, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=0)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(m)[:, None], order.shape), axis=0)
+
+    def remaining(q: int) -> np.ndarray:  # the q-th smallest once row i is left out
+        return np.where(q < rank, ordered[q][None, :], ordered[min(q + 1, m - 1)][None, :])
+
+    return (remaining((m - 2) // 2) + remaining((m - 1) // 2)) / 2

@@ -28,17 +28,24 @@ influence on a cluster that other clients hold too:
   cluster (count > 0), every holder counting once
   (:func:`~fedcluster.numerics.aggregate.robust_centroid_aggregate`): the
   counts decide only who holds a cluster, so ``dwf`` and ``ewf`` coincide
-  there and the cap has nothing left to clip. A cluster that no client holds
-  gets the same statistic over all participants (eq. 4's fallback, made
-  robust); with the mean, eq. 4 is unchanged.
+  there, and ``max_client_share`` changes nothing (every holder already has
+  an equal share). A cluster that no client holds gets the same statistic
+  over all participants (eq. 4's fallback, made robust); with the mean, eq. 4
+  is unchanged.
 
 Either way the aggregate is the ``D`` of eq. 6: the learning rate and the
 momentum apply after it, unchanged (momentum carries a past aggregate's
-displacement into later rounds, decaying by ``momentum`` per round). Neither
-option touches the initialisation or the score: a client's data that forms a
-cluster of its own (a far mass, data in other units) keeps that cluster, since
-it is its only holder, and the federated score still sums what every client
-declares (``BENCHMARKS.md``, "Poisoned clients").
+displacement into later rounds, decaying by ``momentum`` per round).
+
+What the options do not cover (measured in ``BENCHMARKS.md``, "Poisoned
+clients"): the start and the score. The local-k-means start clusters every
+client's local centroids weighted by counts, so data in other units or a far
+mass of points takes centroids of its own there; their only holder is that
+client, and no per-cluster aggregate takes them back. The federated score sums
+what every client declares. And the cap alone does not stop a client that
+sends far centroids: the first round moves each centroid ``share`` of the way,
+the honest points leave it, and the liar, now its only holder, takes it; the
+trimmed mean and the median ignore it.
 
 Whatever the options, the server warns once per node and run (Flower's log,
 WARNING) when one client's per-feature spread is 100 times the median of the

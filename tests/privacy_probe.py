@@ -1,0 +1,77 @@
+"""A probe of what leaves a client: a Flower mod that records every reply, and its checks.
+
+The mod runs inside the ClientApp (in Ray's worker processes in a simulation),
+so it writes each reply's arrays and metrics to a directory; :func:`leaks`
+reads them all back and lists every array that holds a data row exactly and
+every centroid sent with a count between 0 and p.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+
+def recorder(directory: str | Path):
+    """A client mod that saves every reply's arrays and metrics under ``directory``."""
+    directory = str(directory)
+
+    def record(msg, context, call_next):
+        reply = call_next(msg, context)
+        if reply.has_content():
+            arrays = {f"{record_name}.{name}": array.numpy()
+                      for record_name, record in reply.content.array_records.items()
+                      for name, array in record.items()}
+            metrics = {f"{record_name}.{name}": np.asarray(value)
+                       for record_name, record in reply.content.metric_records.items()
+                       for name, value in record.items()}
+            np.savez(Path(directory) / f"{uuid.uuid4().hex}.npz", **arrays, **metrics,
+                     message_type=np.asarray(msg.metadata.message_type))
+        return reply
+
+    return record
+
+
+def recorded(directory: str | Path) -> list[dict[str, np.ndarray]]:
+    """Every reply the recorder saved."""
+    replies = []
+    for path in sorted(Path(directory).glob("*.npz")):
+        with np.load(path) as saved:
+            replies.append({key: saved[key] for key in saved.files})
+    return replies
+
+
+def leaks(replies: list[dict[str, np.ndarray]], X: np.ndarray, p: int) -> list[str]:
+    """What in ``replies`` breaks the privacy floor for the data ``X`` (all clients' rows).
+
+    A leak is any row of any 2-D array equal to a data row, a per-feature value
+    of a bounds reply equal to the exact minimum or maximum of that feature on
+    any client, or a centroid sent with a count between 0 and ``p``.
+    """
+    rows = {row.tobytes() for row in np.asarray(X, dtype=np.float64) + 0.0}
+    found = []
+    for reply in replies:
+        kind = str(reply["message_type"])
+        for key, value in reply.items():
+            if value.ndim == 2:
+                hits = [i for i, row in enumerate(np.asarray(value, np.float64) + 0.0)
+                        if row.tobytes() in rows]
+                if hits:
+                    found.append(f"{kind}: {key} row(s) {hits[:5]} are data rows")
+        counts = reply.get("result.counts")
+        if "result.centroids" in reply and counts is not None:
+            small = np.flatnonzero((counts > 0) & (counts < p))
+            if len(small):
+                found.append(f"{kind}: centroid(s) {small[:5].tolist()} of counts "
+                             f"{counts[small[:5]].tolist()} < {p}")
+    return found
+
+
+def extreme_values(replies: list[dict[str, np.ndarray]], parts: list[np.ndarray]) -> list[str]:
+    """Bounds replies that hold a client's exact per-feature minimum or maximum."""
+    extremes = {float(v) for part in parts for v in (*part.min(axis=0), *part.max(axis=0))}
+    return [f"{reply['message_type']}: {key} holds an exact extreme value"
+            for reply in replies for key in ("result.low", "result.high")
+            if key in reply and any(float(v) in extremes for v in reply[key])]

@@ -1,0 +1,126 @@
+"""No raw row leaves a client, in any message, for any method and start.
+
+A recording mod (:mod:`privacy_probe`) sits in the real ClientApp of a real
+Flower simulation (Ray, Flower's node ids) and keeps every reply of every
+client; the checks then look for data rows and for centroids of fewer than p
+rows in them. The same probe over the in-process executor with the privacy
+floor switched off finds the leaks of the code before the floor, so the probe
+can fail.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import save_parts
+from fedcluster.client.app import build_client_app
+from fedcluster.config import RunConfig
+from fedcluster.data import load_dataset, write_partitions
+from fedcluster.methods import METHODS
+from fedcluster.server.inprocess import InProcessGrid
+from fedcluster.simulation import set_offline_env
+from fedcluster.strategies import build_strategy
+from privacy_probe import extreme_values, leaks, recorded, recorder
+
+P = 2
+#: (name, settings): every method, and every start of the round-based family.
+RUNS = [
+    *[(f"dwf-{init}", {"algorithm": "dwf", "init": init}) for init in ("local-kmeans", "kfed", "random")],
+    ("dwf-file", {"algorithm": "dwf", "init": "START"}),
+    *[(name, {"algorithm": name}) for name in METHODS if name != "dwf"],
+    ("fedkmeans-random", {"algorithm": "fedkmeans", "init": "random"}),
+]
+
+
+def federation_data():
+    """S1 in float units (no integer coincidences), over 4 large clients and 2 tiny ones.
+
+    The client of 31 rows has k = 15 clusters of about two rows (the floor's
+    edge); the client of 3 rows cannot take part and says so.
+    """
+    X = load_dataset("s1").X / 1000.0
+    X = X + np.random.default_rng(0).uniform(-1e-3, 1e-3, X.shape)
+    order = np.random.default_rng(1).permutation(len(X))
+    sizes = [31, 3]
+    tiny = [order[:sizes[0]], order[sizes[0]:sum(sizes)]]
+    large = np.array_split(order[sum(sizes):], 4)
+    return X, [X[np.sort(p)] for p in (*large, *tiny)]
+
+
+def settings(name: str, base: dict, start_file: str, out: str) -> dict:
+    config = {"k": 15, "num-server-rounds": 3, "tol": 0.0, "seed": 3, "min-cluster-size": P,
+              "out-dir": out, **base}
+    if config.get("init") == "START":
+        config["init"] = start_file
+    return config
+
+
+@pytest.mark.slow
+def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
+    set_offline_env()
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    X, parts = federation_data()
+    write_partitions(np.concatenate(parts), np.split(np.arange(sum(map(len, parts))),
+                                                     np.cumsum([len(p) for p in parts])[:-1]),
+                     tmp_path / "parts")
+    start = tmp_path / "start.npy"
+    np.save(start, np.random.default_rng(2).uniform(X.min(0), X.max(0), (15, 2)))
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    configs = {name: settings(name, base, str(start), str(tmp_path / name)) for name, base in RUNS}
+
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context):
+        for name, config in configs.items():
+            result = build_strategy(RunConfig.from_mapping(config)).fit(grid)
+            (tmp_path / f"{name}.json").write_text(json.dumps(result.centroids.tolist()))
+
+    run_simulation(server_app=server,
+                   client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")},
+                                               mods=[recorder(probe)]),
+                   num_supernodes=len(parts),
+                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                   "init_args": {"log_to_driver": False}})
+
+    replies = recorded(probe)
+    kinds = {str(r["message_type"]) for r in replies}
+    assert {"train", "evaluate", "query.bounds", "query.local_kmeans", "query.garst_init",
+            "train.garst", "train.fuzzy", "query.feca", "train.minibatch"} <= kinds
+    assert leaks(replies, X, P) == []
+    assert extreme_values(replies, parts) == []
+    assert any("result.centroids" in r and len(r["result.centroids"]) for r in replies)
+    for name, _ in RUNS:  # nor does any final model
+        centroids = np.array(json.loads((tmp_path / f"{name}.json").read_text()))
+        assert leaks([{"message_type": np.asarray(name), "model": centroids}], X, P) == []
+
+
+def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkeypatch):
+    """Without the floor (its functions replaced by pass-throughs) rows leave, as before."""
+    from fedcluster.client import app, steps
+
+    monkeypatch.setattr(app, "check_reply", lambda *args: None)
+    monkeypatch.setattr(steps, "check_rows", lambda *args: None)
+    monkeypatch.setattr(steps, "keep_large", lambda counts, p: np.ones(len(counts), dtype=bool))
+    monkeypatch.setattr(steps, "private_bounds", lambda X, p: (X.min(axis=0), X.max(axis=0)))
+    monkeypatch.setattr(steps, "withhold_small",
+                        lambda centroids, counts, sizes, p, given, *more: (centroids, counts, *more))
+    X, parts = federation_data()
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    grid = InProcessGrid(build_client_app(mods=[recorder(probe)]),
+                         save_parts(tmp_path / "parts", parts))
+    for init in ("local-kmeans", "random"):
+        build_strategy(RunConfig.from_mapping(
+            settings("dwf", {"algorithm": "dwf", "init": init}, "", str(tmp_path)))).fit(grid)
+    replies = recorded(probe)
+    found = leaks(replies, X, P)
+    assert any("query.local_kmeans: result.centroids row(s)" in line for line in found), found
+    assert any("< 2" in line for line in found), found
+    assert extreme_values(replies, parts)
