@@ -167,15 +167,15 @@ def one_run(X: np.ndarray, parts: list[np.ndarray], attack: str, options: dict, 
 
 
 def table(results: list[dict], start: str) -> str:
-    lines = [f"Start: {start}. Each cell: score of the honest clients' data / distance to the "
-             "true centres.", ""]
+    lines = [f"Start: {start}. Each cell: score of the honest clients' data (/ 1e9) / distance "
+             "to the true centres (/ 1e4).", ""]
     head = "| client 9 | " + " | ".join(OPTIONS) + " |"
     lines += [head, "|---" * (len(OPTIONS) + 1) + "|"]
     for attack in ATTACKS:
         cells = []
         for option in OPTIONS:
             [r] = [r for r in results if (r["attack"], r["option"], r["start"]) == (attack, option, start)]
-            cells.append(f"{r['honest_score']:.3g} / {r['centre_distance']:.3g}")
+            cells.append(f"{r['honest_score'] / 1e9:.3g} / {r['centre_distance'] / 1e4:.3g}")
         lines.append(f"| {attack} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -202,12 +202,13 @@ def main(argv=None) -> int:
     for start in STARTS:
         print(table(results, start))
         print()
-    print("Reported score (over what every client declares) / honest score, local-kmeans start:")
+    print("Reported score (over what every client declares) / score of the honest clients' "
+          "data, both / 1e9, local-kmeans start:")
     print()
     print("| client 9 | " + " | ".join(OPTIONS) + " |")
     print("|---" * (len(OPTIONS) + 1) + "|")
     for attack in ATTACKS:
-        cells = [f"{r['reported_score']:.3g} / {r['honest_score']:.3g}" for r in results
+        cells = [f"{r['reported_score'] / 1e9:.3g} / {r['honest_score'] / 1e9:.3g}" for r in results
                  if r["attack"] == attack and r["start"] == "local-kmeans"]
         print(f"| {attack} | " + " | ".join(cells) + " |")
     print()

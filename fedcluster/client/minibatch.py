@@ -7,7 +7,8 @@ import numpy as np
 from ..numerics import namespace_of, to_numpy
 from ..numerics.minibatch import client_kmeans
 from ..protocol import ClientSummary, request_setting
-from .steps import chunk_size, need_centroids, non_negative, positive
+from .privacy import check_rows, withhold_small
+from .steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
 
 
 def round_request(X, centroids, config: dict) -> ClientSummary:
@@ -18,21 +19,24 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
     seed of the batch split and order) and ``chunk-size``. Replies with the
     local centroids and the last epoch's cluster sizes (``centroids``,
     ``counts``) and the sum of squared distances of the local points to
-    their nearest global centroid (``sse``).
+    their nearest global centroid (``sse``). Privacy floor: a cluster of
+    fewer than ``min-cluster-size`` rows in the last epoch is withheld like
+    an empty one: its global centroid goes back with count 0, which the
+    server's count-weighted mean leaves out (:mod:`.privacy`).
     """
     xp = namespace_of(X)
+    given = need_centroids(centroids)
+    p = min_cluster_size(config)
+    check_rows(int(X.shape[0]), p)
     result = client_kmeans(
         X,
-        xp.asarray(need_centroids(centroids)),
+        xp.asarray(given),
         rng=np.random.default_rng(request_setting(config, "seed", int, non_negative)),
         epochs=request_setting(config, "local-steps", int, positive),
         batch_size=request_setting(config, "batch-size", int, non_negative),
         lr=request_setting(config, "client-lr", float, lambda v: 0 < v <= 1),
         chunk_size=chunk_size(config),
     )
-    return ClientSummary(
-        n=int(X.shape[0]),
-        centroids=to_numpy(result.centroids),
-        counts=to_numpy(result.counts),
-        sse=result.inertia,
-    )
+    counts = to_numpy(result.counts)
+    sent, counts = withhold_small(to_numpy(result.centroids), counts, counts, p, given)
+    return ClientSummary(n=int(X.shape[0]), centroids=sent, counts=counts, sse=result.inertia)

@@ -18,6 +18,11 @@ reference; :func:`best_match_average` still starts from every set that has the
 most centroids and keeps the lowest total, so that no single client's set is
 privileged and the outcome does not depend on the order of the sets (except
 for exact ties, which go to the first).
+
+Means of matched centroids can fall where no data is: on non-IID clients a
+slot may average centroids of different true clusters. :func:`fill_empty_slots`
+replaces the slots found empty by the local centroids the other slots represent
+worst (see :class:`fedcluster.strategies.match_average.MatchAveraging`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from scipy.optimize import linear_sum_assignment
 from ._validation import check_positive_int
 from .backend import to_numpy
 
-__all__ = ["MatchResult", "best_match_average", "match_average", "match_order", "match_to_reference"]
+__all__ = ["MatchResult", "best_match_average", "fill_empty_slots", "match_average", "match_order",
+           "match_to_reference"]
 
 
 class MatchResult(NamedTuple):
@@ -181,3 +187,62 @@ def best_match_average(local_sets: Sequence[Any], *, max_iter: int = 100) -> Mat
         if best is None or result.cost < best.cost:
             best = result
     return best
+
+
+def fill_empty_slots(centroids: Any, empty: Any, local_centroids: Any, local_counts: Any,
+                     used: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """Put the worst-represented local centroids into the empty slots.
+
+    The empty slots are filled one at a time, in index order. Each takes the
+    local centroid not yet used with the largest ``count * d2``, where ``d2``
+    is its squared distance to the nearest centroid that is not empty (the
+    slots that hold points and those filled so far): the local cluster whose
+    points the global centroids serve worst (the deterministic, greedy form of
+    k-means++ seeding over the clients' centroids weighted by their counts).
+
+    Parameters
+    ----------
+    centroids : array of shape (k, d)
+        The global centroids.
+    empty : array of shape (k,), bool
+        Slots to fill.
+    local_centroids : array of shape (m, d)
+        All clients' local centroids, in an order that does not depend on the
+        clients (ties go to the first).
+    local_counts : array of shape (m,)
+        Their counts (> 0).
+    used : array of shape (m,), bool, optional
+        Local centroids placed before, not to be placed again.
+
+    Returns
+    -------
+    centroids : ndarray of shape (k, d), float64
+        With the filled slots replaced; a slot stays as it was when no unused
+        local centroid lies away from the other centroids (``count * d2 = 0``).
+    used : ndarray of shape (m,), bool
+        ``used`` with the local centroids placed now.
+    """
+    new = _as_set(centroids, "centroids").copy()
+    local = _as_set(local_centroids, "local_centroids", new.shape[1])
+    empty = np.asarray(to_numpy(empty), dtype=bool)
+    counts = np.asarray(to_numpy(local_counts), dtype=np.float64)
+    used = np.zeros(len(local), dtype=bool) if used is None else np.array(to_numpy(used), dtype=bool)
+    if empty.shape != (len(new),):
+        raise ValueError(f"empty must have shape ({len(new)},), got {empty.shape}")
+    if counts.shape != (len(local),) or used.shape != (len(local),):
+        raise ValueError(f"local_counts and used must have shape ({len(local)},), "
+                         f"got {counts.shape} and {used.shape}")
+    if not np.all(np.isfinite(counts)) or np.any(counts < 0):
+        raise ValueError("local_counts must be finite and >= 0")
+    anchors = new[~empty]
+    d2 = (_squared_distances(local, anchors).min(axis=1) if len(anchors)
+          else np.full(len(local), np.inf))
+    for slot in np.flatnonzero(empty):
+        gain = np.where(used, -1.0, counts * d2)
+        best = int(np.argmax(gain))
+        if not gain[best] > 0:
+            break
+        new[slot] = local[best]
+        used[best] = True
+        d2 = np.minimum(d2, _squared_distances(local, local[best:best + 1])[:, 0])
+    return new, used
