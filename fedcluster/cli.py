@@ -194,6 +194,8 @@ def _parser() -> argparse.ArgumentParser:
     common = sim.add_argument_group("options of every method")
     for key in SIMULATE_OPTIONS:
         _config_option(common, key)
+    common.add_argument("--privacy-threshold", dest="min-cluster-size", type=int,
+                        help="alias of --min-cluster-size (Garst & Reinders' name for p)")
     sim.add_argument("--out", type=Path, default=Path(RunConfig().out_dir),
                      help=f"output directory (default: {RunConfig().out_dir})")
     sim.add_argument("--verbose", action="store_true",

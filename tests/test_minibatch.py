@@ -96,12 +96,14 @@ def test_uncounted_cluster_keeps_its_centroid():
 
 
 def test_starved_cluster_is_reseeded_next_to_the_largest(tmp_path, flwr_log):
-    # Clients {0, 2} and {10, 12, 14}; start (1, 12, 100). With beta = alpha = 1 the
-    # centroids stay (1, 12, 100) and cluster 2 holds no point: 0 < 0.01 * 5 points in
-    # rounds 1 and 2, so after round 2 (patience 2) it moves next to the largest cluster
-    # (cluster 1, 3 points, at 12) at the RMS distance to the nearest centroid,
-    # sqrt((1 + 1 + 4 + 0 + 4) / 5) = sqrt(2). In round 3 it takes 10 or 14 from cluster 1.
-    parts = [np.array([[0.0], [2.0]]), np.array([[10.0], [12.0], [14.0]])]
+    # Clients {0, 2} and {10, 10.5, 13.5, 14}; start (1, 12, 100). With beta = alpha = 1
+    # the centroids stay (1, 12, 100) and cluster 2 holds no point: 0 is below 1 % of
+    # the mean cluster size, 0.01 * 6 / 3, in rounds 1 and 2, so after round 2 (patience 2)
+    # it moves next to the largest cluster (cluster 1, 4 points, at 12) at the RMS distance
+    # to the nearest centroid, sqrt((1 + 1 + 4 + 2.25 + 2.25 + 4) / 6) = sqrt(14.5 / 6). In
+    # round 3 it takes the two points on its side of 12 (two: the privacy floor withholds a
+    # cluster of one row), and cluster 1 keeps the other two.
+    parts = [np.array([[0.0], [2.0]]), np.array([[10.0], [10.5], [13.5], [14.0]])]
     np.save(tmp_path / "start.npy", np.array([[1.0], [12.0], [100.0]]))
     grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
 
@@ -113,11 +115,11 @@ def test_starved_cluster_is_reseeded_next_to_the_largest(tmp_path, flwr_log):
     np.testing.assert_array_equal(one.centroids.ravel(), [1.0, 12.0, 100.0])
     two = run(2)
     assert two.centroids[:2].ravel().tolist() == [1.0, 12.0]
-    assert abs(two.centroids[2, 0] - 12.0) == pytest.approx(math.sqrt(2.0), rel=1e-14)
+    assert abs(two.centroids[2, 0] - 12.0) == pytest.approx(math.sqrt(14.5 / 6), rel=1e-14)
     assert "re-seeded cluster(s) [2] after 2 small rounds" in messages(flwr_log)
     three = run(3)
-    taken = 14.0 if two.centroids[2, 0] > 12.0 else 10.0
-    np.testing.assert_allclose(sorted(three.centroids.ravel()), sorted([1.0, 12.0 - (taken - 12.0) / 2, taken]))
+    np.testing.assert_allclose(sorted(three.centroids.ravel()), [1.0, 10.25, 13.75], rtol=1e-15)
+    assert (three.centroids[2, 0] > 12.0) == (two.centroids[2, 0] > 12.0)
     never = FederatedMiniBatchKMeans(3, init=str(tmp_path / "start.npy"), tol=0.0, num_rounds=3,
                                      reseed_patience=2, reseed_fraction=0.0).fit(grid)
     assert never.centroids[2, 0] == 100.0
