@@ -93,21 +93,6 @@ def supernode_ids(federation) -> set[int]:
     return ids
 
 
-def test_kfed_start_in_the_deployment(federation):
-    """The k-FED start asks every SuperNode once; the round after it trains with all three."""
-    model, log = deploy(federation, "dwf-kfed-start", {"algorithm": "dwf", "k": 15, "seed": 1,
-                                                       "init": "kfed", "num-server-rounds": 1,
-                                                       "tol": 0.0})
-    ids = supernode_ids(federation)
-    assert model.settings["init"] == "kfed"
-    assert [r.phase for r in model.history] == ["init", "train"], model.history
-    for record in model.history:
-        assert record.clients_sampled == record.clients_answered == 3, record
-        assert record.clients_rejected == 0 and set(record.participants) == ids, (record, ids)
-    assert np.isfinite(model.history[1].movement) and model.history[1].movement > 0
-    assert model.n_points == 5000 and model.centroids.shape == (15, 2)
-
-
 def test_partial_participation_from_a_start_file(federation, s1):
     """An array-file start and two of the three SuperNodes per round (``clients-per-round=2``)."""
     _, tmp = federation

@@ -36,8 +36,13 @@ def canned_grid(tmp_path, replies) -> InProcessGrid:
         return real(msg, context)
 
     # Each client holds as many rows as its canned reply declares (the server
-    # rejects a client whose score reply declares another number of points).
-    configs = save_parts(tmp_path / "parts", [column(*np.arange(r.n) + i) for i, r in enumerate(replies)])
+    # rejects a client whose score reply declares another number of points), spread
+    # within 1 of the centroids they belong to, so that the score round finds
+    # every matched mean holding points.
+    configs = save_parts(tmp_path / "parts", [
+        column(*(c + offset for c, count in zip(r.centroids[:, 0], r.counts)
+                 for offset in np.linspace(-1.0, 1.0, int(count))))
+        for r in replies])
     for config, reply in zip(configs, replies):
         config["reply"] = reply
     return InProcessGrid(app, configs)
@@ -96,3 +101,30 @@ def test_s1_iid_recovers_the_true_centres(tmp_path, s1_centres):
         distances.append(centre_distance(result.centroids, s1_centres))
     assert max(distances) < 1.2e5
     assert np.mean(distances) < 9e4
+
+
+def test_non_iid_split_leaves_no_cluster_empty(tmp_path, flwr_log):
+    # S1 over 10 clients, each one cluster of a k-means with k = 100 (the DWF paper's
+    # non-IID split): the means of matched centroids leave 2 of the 15 clusters empty
+    # (seed 0), each an average of centroids of different true clusters. They are
+    # replaced by local centroids, and every cluster holds points.
+    data = load_dataset("s1")
+    parts = partition_indices(len(data.X), 10, "kmeans-noniid", points=data.X, seed=0)
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", [data.X[p] for p in parts]))
+    result = build_strategy(RunConfig(algorithm="mavg", k=15, seed=0, device="cpu")).fit(grid)
+    assert "held no point; replaced by the local centroids" in messages(flwr_log)
+    d2 = ((data.X[:, None, :] - result.centroids[None]) ** 2).sum(axis=2)
+    counts = np.bincount(d2.argmin(axis=1), minlength=15)
+    assert result.centroids.shape == (15, 2) and counts.min() > 0
+    np.testing.assert_array_equal(result.counts, counts)
+
+
+def test_clients_with_fewer_centroids_than_k_still_give_k(tmp_path, flwr_log):
+    # Every client sends two of the three clusters it was asked for (the third withheld).
+    # Matched means: (0 + 1 - 1) / 3 = 0 and (10 + 11 + 30) / 3 = 17; the third slot takes
+    # the local centroid they represent worst: count * squared distance to the nearest
+    # mean is 3 * 1, 3 * 169, 4 * 1, 4 * 36, 0, 5 * 49 for -1, 30, 1, 11, 0, 10, so 30.
+    replies = [summary([0, 10], [5, 5]), summary([1, 11], [4, 4]), summary([-1, 30], [3, 3])]
+    result = MatchAveraging(3, device="cpu").fit(canned_grid(tmp_path, replies))
+    np.testing.assert_allclose(result.centroids, column(0, 17, 30), atol=1e-14)
+    assert "the largest client set has 2 centroids; 1 more are local centroids" in messages(flwr_log)

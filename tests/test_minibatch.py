@@ -192,3 +192,26 @@ def test_triebe_data_over_twenty_seeds(tmp_path):
     # 19 of 20 seeds put every centroid within 0.25 of its mean (median largest error 0.09).
     assert np.sum(errors < 0.25) >= 19
     assert np.median(errors) < 0.12
+
+
+def test_default_reseeding_leaves_a_hundred_separated_clusters_alone(tmp_path):
+    # 100 well-separated blobs (sd 0.01 in [-1, 1]^2) of 30 points and 100 uniform noise
+    # points over 10 IID clients. DWF converges; fedkmeans from the same start, run past
+    # its re-seeding patience (tol 0, 45 rounds), must end within 1 % of DWF's score. The
+    # paper's literal rule, 1 % of all points, would call the clusters with fewer than
+    # 31 points small (most of them here) and re-seed them every 20 rounds.
+    from fedcluster.data import load_dataset, partition_indices
+
+    data = load_dataset("blobs", seed=0, centers=100, n_samples=3000, cluster_std=0.01)
+    parts = partition_indices(len(data.X), 10, "iid", seed=0)
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", [data.X[p] for p in parts]))
+
+    def fit(**settings):
+        return build_strategy(RunConfig.from_mapping({"k": 100, "seed": 0, **settings})).fit(grid)
+
+    dwf = fit(algorithm="dwf")
+    assert dwf.converged
+    assert np.sum(dwf.counts < 0.01 * len(data.X)) >= 50
+    fedkmeans = fit(algorithm="fedkmeans", tol=0.0, **{"num-server-rounds": 45})
+    assert fedkmeans.rounds == 45
+    assert fedkmeans.score <= 1.01 * dwf.score

@@ -7,6 +7,7 @@ import pytest
 
 from fedcluster.numerics.matching import (
     best_match_average,
+    fill_empty_slots,
     match_average,
     match_order,
     match_to_reference,
@@ -86,3 +87,27 @@ def test_match_order_minimises_the_total_squared_distance():
     reference = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
     new = np.array([[0.0, 9.0], [1.0, 0.0], [9.0, 1.0]])
     np.testing.assert_array_equal(match_order(new, reference), new[[1, 2, 0]])
+
+
+def test_empty_slots_take_the_worst_represented_local_centroids():
+    # Slots 1 and 3 are empty; the anchors are 0 and 10. Local centroids 0, 10, 20, 21
+    # with counts 5, 5, 1, 4: count * squared distance to the nearest anchor 0, 0, 100,
+    # 484, so slot 1 takes 21; then 20 is 1 from 21 (gain 1 * 1) and slot 3 takes it.
+    centroids = column(0, 55, 10, 77)
+    local, counts = column(0, 10, 20, 21), np.array([5.0, 5.0, 1.0, 4.0])
+    new, used = fill_empty_slots(centroids, np.array([False, True, False, True]), local, counts)
+    np.testing.assert_array_equal(new, column(0, 21, 10, 20))
+    np.testing.assert_array_equal(used, [False, False, True, True])
+    # Used ones are not placed again, and a local centroid on an anchor gains nothing.
+    again, still = fill_empty_slots(new, np.array([False, True, False, False]), local, counts, used)
+    np.testing.assert_array_equal(again, new)
+    np.testing.assert_array_equal(still, used)
+
+
+def test_fill_empty_slots_checks_its_input():
+    with pytest.raises(ValueError, match="empty must have shape"):
+        fill_empty_slots(column(0, 1), np.array([True]), column(0), np.ones(1))
+    with pytest.raises(ValueError, match="local_counts and used"):
+        fill_empty_slots(column(0, 1), np.array([True, False]), column(0), np.ones(2))
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        fill_empty_slots(column(0, 1), np.array([True, False]), column(0), -np.ones(1))

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from fedcluster.numerics import ClusterStats
-from fedcluster.numerics.minibatch import client_kmeans, count_weighted_mean, minibatch_step, reseed
+from fedcluster.numerics.minibatch import (
+    client_kmeans,
+    count_weighted_mean,
+    minibatch_step,
+    reseed,
+    small_clusters,
+)
 
 X4 = np.array([[0.0], [2.0], [10.0], [12.0]])
 START = np.array([[0.0], [10.0]])
@@ -98,3 +104,23 @@ def test_reseed_cycles_donors_and_needs_one():
     np.testing.assert_array_equal(unchanged, C)
     with pytest.raises(ValueError, match="radius"):
         reseed(C, np.zeros(3, bool), np.ones(3), -1.0, np.random.default_rng(0))
+
+
+def test_small_clusters_are_small_against_the_mean_cluster_size():
+    # 100 points over k = 4 clusters: the mean size is 25; below 0.2 * 25 = 5 is small.
+    sizes = np.array([4.0, 5.0, 0.0, 91.0])
+    np.testing.assert_array_equal(small_clusters(sizes, 100, 0.2), [True, False, True, False])
+    assert not small_clusters(sizes, 100, 0.0).any()
+    # k = 100 equal clusters of 51 and 50 points: the paper's 1 % of all points (51.5)
+    # calls every cluster of 50 small; 1 % of the mean size (0.515) none.
+    equal = np.array([51.0, 50.0] * 50)
+    assert (equal < 0.01 * equal.sum()).sum() == 50
+    assert not small_clusters(equal, equal.sum(), 0.01).any()
+
+
+@pytest.mark.parametrize("sizes, points, fraction", [
+    (np.ones((2, 2)), 4, 0.1), (np.ones(0), 0, 0.1), (np.ones(2), -1, 0.1), (np.ones(2), 2, 1.0),
+])
+def test_small_clusters_checks_its_input(sizes, points, fraction):
+    with pytest.raises(ValueError):
+        small_clusters(sizes, points, fraction)

@@ -22,7 +22,7 @@ from fedcluster.data import load_dataset, write_partitions
 from fedcluster.methods import METHODS
 from fedcluster.server.inprocess import InProcessGrid
 from fedcluster.simulation import set_offline_env
-from fedcluster.strategies import build_strategy
+from fedcluster.strategies import RunFailed, build_strategy
 from privacy_probe import extreme_values, leaks, recorded, recorder
 
 P = 2
@@ -124,3 +124,12 @@ def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkey
     assert any("query.local_kmeans: result.centroids row(s)" in line for line in found), found
     assert any("< 2" in line for line in found), found
     assert extreme_values(replies, parts)
+
+
+def test_a_k_as_large_as_the_data_fails_instead_of_sending_the_data(tmp_path):
+    # Before the floor, k = 5000 over 2 clients of S1 put every row into model.pb.
+    X = load_dataset("s1").X
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", [X[:2500], X[2500:]]))
+    with pytest.raises(RunFailed, match="init \\(local k-means\\): 0 of 2 clients answered usably.*"
+                       "2500 rows, fewer than min-cluster-size 2 x 5000 clusters = 10000"):
+        build_strategy(RunConfig.from_mapping({"k": 5000})).fit(grid)

@@ -202,8 +202,8 @@ def _bash_commands(body: list[str], first_line: int, section: str, block: int) -
         chain = " ".join(logical.split())
         for part in split_and(logical):
             text = " ".join(part.split())
-            script = "\n".join([part, *heredoc_lines, match.group(2)]) if heredoc_lines or (
-                match and HEREDOC.search(part)) else part
+            own = HEREDOC.search(part)  # the heredoc's lines belong to the part that opens it
+            script = "\n".join([part, *heredoc_lines, own.group(2)]) if own else part
             commands.append(Command(text, script, section, block, "bash", number, chain))
     return commands
 
@@ -277,9 +277,11 @@ TABLE: tuple[Entry, ...] = (
           "each connects (its SuperNode ID is logged) and answers every round; the block's "
           "'one per data owner' is followed up to the partition command's --clients",
           role="supernode"),
-    Entry(r"^Deployment", r"cat >> ~/\.flwr/config\.toml <<'EOF'", DEPLOY_TEST,
-          "appends the connection to $HOME/.flwr/config.toml (HOME is a temporary directory)",
-          role="step"),
+    Entry(r"^Deployment", r'mkdir -p "?(~|\$\{FLWR_HOME:-\$HOME/\.flwr\}|\$HOME)[^ ]*', DEPLOY_TEST,
+          "makes the Flower home (HOME and FLWR_HOME are temporary directories)", role="step"),
+    Entry(r"^Deployment", r"""cat >> "?\S*/config\.toml"? <<'EOF'""", DEPLOY_TEST,
+          "appends the connection to the Flower home's config.toml (FLWR_HOME = $HOME/.flwr, "
+          "both temporary)", role="step"),
     Entry(r"^Deployment", r"(flwr run \. local-deployment --stream|fedcluster submit) .*", DEPLOY_TEST,
           "exit 0; the model.pb it wrote has every train round answered by all SuperNodes, whose "
           "logged ids are the participants; the streamed log shows the rounds", role="submit"),
@@ -622,11 +624,13 @@ def compare_rows(committed: dict, rerun: dict) -> list[str]:
                 problems.append(f"{key}: committed {old!r}, now {new!r} (rel. diff {rel:.3g})")
         elif isinstance(old, list):
             a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
-            scale = float(np.nanmax(np.abs(a))) if a.size and a.shape == b.shape else 0.0
+            finite = np.abs(a[np.isfinite(a)])
+            scale = float(finite.max()) if finite.size and a.shape == b.shape else 0.0
             if a.shape != b.shape or not np.allclose(a, b, rtol=BENCH_RTOL, atol=BENCH_RTOL * scale,
                                                      equal_nan=True):
-                worst = (float(np.nanmax(np.abs(a - b))) / max(scale, 1e-300)
-                         if a.shape == b.shape else math.inf)
+                gaps = np.abs(a - b)[np.isfinite(a) & np.isfinite(b)] if a.shape == b.shape else None
+                worst = (float(gaps.max(initial=0.0)) / max(scale, 1e-300)
+                         if gaps is not None else math.inf)
                 problems.append(f"{key}: {a.shape} vs {b.shape}, largest diff {worst:.3g} of the "
                                 "largest entry")
         elif old != new:

@@ -30,7 +30,7 @@ SMALLEST_FLOWER_ID = 2**20
 #: Each start (``--init``) and the real-Flower test that runs it.
 STARTS = {
     "local-kmeans": "test_deployment.py::test_deployment_equals_simulation",
-    "kfed": "test_deployment.py::test_kfed_start_in_the_deployment",
+    "kfed": "test_real_flower.py::test_partial_participation_in_a_ray_simulation",
     "random": "test_readme.py::test_simulate_command",  # the README's fedkmeans --init random
     "file": "test_deployment.py::test_partial_participation_from_a_start_file",
 }
@@ -66,12 +66,13 @@ def test_every_method_runs_in_the_deployment():
 
 @pytest.mark.slow
 def test_partial_participation_in_a_ray_simulation(tmp_path):
-    """Two of five simulated clients per round; one seed gives one model in two simulations."""
+    """Two of five simulated clients per round after a k-FED start (which asks all five);
+    one seed gives one model in two simulations."""
     data = load_dataset("s1")
     parts = partition_indices(len(data.X), 5, "dirichlet:0.5", labels=data.labels, seed=5)
     write_partitions(data.X, parts, tmp_path / "parts")
     settings = {"algorithm": "dwf", "k": 15, "num-server-rounds": 4, "tol": 0.0, "seed": 7,
-                "participation": 0.4, "local-steps": 2, "min-nodes": 5}
+                "participation": 0.4, "local-steps": 2, "min-nodes": 5, "init": "kfed"}
     runs = [simulate(RunConfig.from_mapping({**settings, "out-dir": str(tmp_path / name)}),
                      tmp_path / "parts", 5) for name in ("first", "second")]
 

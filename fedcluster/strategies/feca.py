@@ -8,6 +8,11 @@ cluster sizes (``query.feca``, :func:`fedcluster.client.feca.feca_request`);
 the server groups all received centroids, largest radius first, and returns
 the means of the ``k`` largest groups (Algorithm 5,
 :func:`fedcluster.numerics.feca.feca_aggregate`).
+
+Privacy floor: a client sends only centroids of at least ``min-cluster-size``
+rows (after its refinement), so a small local cluster contributes no pair; the
+server groups the pairs it gets, and says so when they form fewer than ``k``
+groups (the result then has fewer centroids).
 """
 
 from __future__ import annotations

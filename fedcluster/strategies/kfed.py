@@ -6,6 +6,11 @@ traversal from one client's centres and runs one Lloyd round over all
 received centres (:func:`fedcluster.numerics.kfed.kfed_centres`). The same
 computation starts the iterative methods with ``init="kfed"``
 (:func:`.initialisation.kfed_init`).
+
+Privacy floor: a client leaves its local clusters of fewer than
+``min-cluster-size`` rows out of its reply, so it may send fewer than ``k'``
+centres; the server seeds and clusters whatever centres it receives, and fails
+the run with a clear message if they are fewer than ``k``.
 """
 
 from __future__ import annotations

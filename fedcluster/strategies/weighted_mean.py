@@ -10,6 +10,12 @@ and momentum of eq. 6 with C(-1) = C(0). A run stops when the Frobenius norm of
 the centroid movement is below ``tol`` or after ``num_rounds`` rounds;
 ``n_init`` restarts keep the run with the best federated score.
 
+Privacy floor: a client withholds a cluster of fewer than ``min-cluster-size``
+rows by sending the global centroid back with count 0, as it does for an empty
+cluster; the DWF mean gives it no weight (and where no client holds the
+cluster, eq. 4 keeps it where it was), while EWF's equal weights average the
+unchanged centroid in, as the paper does for an empty cluster.
+
 Bounded influence (opt-in, not in the paper). With the paper's weighted mean a
 client that inflates its row count and its counts, or whose data are in other
 units, moves a centroid wherever it likes. Two options bound one client's
