@@ -199,7 +199,7 @@ def test_default_reseeding_leaves_a_hundred_separated_clusters_alone(tmp_path):
     # points over 10 IID clients. DWF converges; fedkmeans from the same start, run past
     # its re-seeding patience (tol 0, 45 rounds), must end within 1 % of DWF's score. The
     # paper's literal rule, 1 % of all points, would call the clusters with fewer than
-    # 31 points small (most of them here) and re-seed them every 20 rounds.
+    # 31 points small (42 of DWF's 100 here) and re-seed them every 20 rounds.
     from fedcluster.data import load_dataset, partition_indices
 
     data = load_dataset("blobs", seed=0, centers=100, n_samples=3000, cluster_std=0.01)
@@ -211,7 +211,7 @@ def test_default_reseeding_leaves_a_hundred_separated_clusters_alone(tmp_path):
 
     dwf = fit(algorithm="dwf")
     assert dwf.converged
-    assert np.sum(dwf.counts < 0.01 * len(data.X)) >= 50
+    assert np.sum(dwf.counts < 0.01 * len(data.X)) >= 30
     fedkmeans = fit(algorithm="fedkmeans", tol=0.0, **{"num-server-rounds": 45})
     assert fedkmeans.rounds == 45
     assert fedkmeans.score <= 1.01 * dwf.score

@@ -274,8 +274,9 @@ TABLE: tuple[Entry, ...] = (
           "starts; Fleet and Control ports listen (Fleet bound to 127.0.0.1 in the test)",
           role="superlink"),
     Entry(r"^Deployment", r"flower-supernode .*", DEPLOY_TEST,
-          "each connects (its SuperNode ID is logged) and answers every round; the block's "
-          "'one per data owner' is followed up to the partition command's --clients",
+          "each connects (its SuperNode ID is logged) and answers every request; a block that "
+          "shows fewer SuperNodes than the partition command's --clients gets the rest, made "
+          "from its last one (next file, next port)",
           role="supernode"),
     Entry(r"^Deployment", r'mkdir -p "?(~|\$\{FLWR_HOME:-\$HOME/\.flwr\}|\$HOME)[^ ]*', DEPLOY_TEST,
           "makes the Flower home (HOME and FLWR_HOME are temporary directories)", role="step"),
@@ -300,7 +301,8 @@ TABLE: tuple[Entry, ...] = (
           "an edge SuperNode from deploy/supernode.yml with these variables joins over TLS"),
     # -- Python
     Entry(r"^Python$", r"from fedcluster\.numerics import .*", f"{THIS}::test_python_block",
-          "the block runs; the names are the kernels, a Flower Strategy, ClientApp and ServerApp"),
+          "the block runs; the names are the kernels, a Flower Strategy, the ClientApp and the "
+          "ServerApp; its first line (\"Flower-free kernels\") loads no flwr module"),
 )
 
 
@@ -631,8 +633,10 @@ def compare_rows(committed: dict, rerun: dict) -> list[str]:
                 gaps = np.abs(a - b)[np.isfinite(a) & np.isfinite(b)] if a.shape == b.shape else None
                 worst = (float(gaps.max(initial=0.0)) / max(scale, 1e-300)
                          if gaps is not None else math.inf)
+                nan_moved = a.shape == b.shape and bool((np.isnan(a) != np.isnan(b)).any())
                 problems.append(f"{key}: {a.shape} vs {b.shape}, largest diff {worst:.3g} of the "
-                                "largest entry")
+                                "largest entry" + ("; NaN where a number was, or back" if nan_moved
+                                                   else ""))
         elif old != new:
             problems.append(f"{key}: committed {old!r}, now {new!r}")
     return problems
