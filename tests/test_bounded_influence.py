@@ -6,16 +6,16 @@ the spread warning, through the real ClientApp and the strategy.
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
-from flwr.app import Array
-from flwr.clientapp import ClientApp
 
 from conftest import messages, save_parts
 from fedcluster.client.app import build_client_app
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.metrics import centre_distance
-from fedcluster.protocol import METRICS_KEY, RESULT_KEY
 from fedcluster.server.inprocess import InProcessGrid
 from fedcluster.strategies import WeightedFederatedKMeans, build_strategy
 
@@ -29,34 +29,18 @@ def iid_parts(X, n_clients, seed=0):
     return [X[np.sort(p)] for p in np.array_split(order, n_clients)]
 
 
-def lying_app() -> ClientApp:
-    """The real ClientApp; node_config['lie'] inflates its rows and counts x1000 in every
-    reply and moves its round centroids (``shift``: by 3e4; ``far``: to 1e7)."""
-    real = build_client_app()
-    app = ClientApp()
+def _poisoning_benchmark():
+    """``benchmarks/poisoning.py``, whose lying ClientApp these tests share."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "poisoning.py"
+    spec = importlib.util.spec_from_file_location("poisoning", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def serve(msg, context):
-        reply = real(msg, context)
-        mode = context.node_config.get("lie", "")
-        if not mode or reply.has_error():
-            return reply
-        arrays, metrics = reply.content[RESULT_KEY], reply.content[METRICS_KEY]
-        metrics["num-examples"] = int(metrics["num-examples"]) * 1000
-        if "sse" in metrics:
-            metrics["sse"] = float(metrics["sse"]) * 1000
-        if "counts" in arrays:
-            arrays["counts"] = Array(arrays["counts"].numpy() * 1000)
-        if msg.metadata.message_type == "train":
-            centroids = arrays["centroids"].numpy()
-            moved = centroids + 3e4 if mode == "shift" else np.full_like(centroids, 1e7)
-            arrays["centroids"] = Array(np.ascontiguousarray(moved))
-        return reply
 
-    app.train()(serve)
-    app.evaluate()(serve)
-    app.query("bounds")(serve)
-    app.query("local_kmeans")(serve)
-    return app
+#: The real ClientApp; node_config['lie'] inflates its rows and counts x1000 in every
+#: reply and moves its round centroids (``shift``: by 3e4; ``far``: to 1e7).
+lying_app = _poisoning_benchmark().lying_app
 
 
 # -- hand case through the strategy ----------------------------------------------------

@@ -42,7 +42,6 @@ import random
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -55,6 +54,7 @@ import numpy as np
 import pytest
 
 from fedcluster.simulation import FLOWER_OFFLINE_ENV
+from localdeploy import stop_group
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
@@ -734,17 +734,6 @@ def _option(argv: list[str], name: str) -> str | None:
     return None
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the process group of ``proc`` (it and its SuperExec children), SIGKILL after 20 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 def _next_supernode(script: str, index: int, port: int) -> str:
     """The README's last SuperNode command for the data owner ``index`` (its file, its port)."""
     script = re.sub(r"client_\d{3}", f"client_{index:03d}", script)
@@ -835,7 +824,7 @@ def test_deployment_section(tmp_path):
                 ids.add(int(match.group(1)))
     finally:
         for name, proc in reversed(services):  # SuperNodes first, then the SuperLink
-            _stop(proc)
+            stop_group(proc)
 
     assert submitted is not None
     assert submitted.returncode == 0, submitted.stdout[-4000:] + submitted.stderr[-4000:] + logs()
