@@ -52,8 +52,8 @@ class MatchAveraging(OneShotStrategy):
       different true clusters (a client that holds no point of a cluster
       still gives its slot one of its own centroids), and their mean can
       fall where no point is: the means of matched centroids then hold an
-      empty cluster (s1 with the ``kmeans-noniid`` split: 2 or 3 of 15;
-      100 blobs, ``dirichlet:0.3``: up to 5 of 100). The paper says nothing
+      empty cluster (s1 with the ``kmeans-noniid`` split: up to 3 of 15;
+      100 blobs, ``dirichlet:0.3``: up to 6 of 100). The paper says nothing
       of the case. Its measures (l2-distance of the recovered centroids to
       the true centres, purity, NMI) count an empty centroid as a centre
       recovered nowhere and a cluster that labels nothing, and FeCA's own
