@@ -21,9 +21,8 @@ from flwr.serverapp import Grid
 
 from ..config import RunConfig
 from ..numerics.matching import best_match_average, fill_empty_slots
-from ..protocol import LOCAL_KMEANS, ClientSummary
+from ..protocol import LOCAL_KMEANS
 from ..server.artifacts import RunResult
-from .base import Exchange
 from .base import exchange_metrics
 from .initialisation import local_kmeans_settings, read_local_centroids
 from .oneshot import OneShotStrategy, keep_common_centroid_dimension
