@@ -105,12 +105,21 @@ def _bench(args: argparse.Namespace) -> int:
 
     grid = load_grid(args.grid)
     out = args.out or Path("benchmarks") / "results" / grid.name
-    rows = grid_rows(grid, out) if args.report_only else run_grid(grid, out, workers=args.workers)
+    rows = (grid_rows(grid, out, failed=True) if args.report_only
+            else run_grid(grid, out, workers=args.workers, verbose=args.verbose))
+    finished = [row for row in rows if not row.get("error")]
     report = out / "report.md"
     report.write_text(render(grid, rows) + "\n", encoding="utf-8")
-    plots = plot(grid, rows, out / "plots", lambda spec: cached_dataset(spec, 0))
-    print(f"{len(rows)} of {len(grid.runs)} runs done; report: {report}; {len(plots)} plot(s) in {out / 'plots'}")
-    return 0 if len(rows) == len(grid.runs) else 1
+    plots = plot(grid, finished, out / "plots", lambda spec: cached_dataset(spec, 0))
+    print(f"{len(finished)} of {len(grid.runs)} runs done; report: {report}; {len(plots)} plot(s) "
+          f"in {out / 'plots'}")
+    if len(finished) == len(grid.runs):
+        return 0
+    failed = [row for row in rows if row.get("error")]
+    first = f"; first: {failed[0]['run_id']}: {failed[0]['error']}" if failed else ""
+    print(f"fedcluster: error: {len(grid.runs) - len(finished)} of {len(grid.runs)} runs did not "
+          f"finish ({len(failed)} failed, marked in {out / 'runs.csv'}){first}", file=sys.stderr)
+    return 1
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -228,6 +237,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", type=Path, default=None,
                        help="output directory (default: benchmarks/results/<grid name>)")
     bench.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
+    bench.add_argument("--verbose", action="store_true",
+                       help="show the runs' per-round log lines (hidden by default)")
     bench.add_argument("--report-only", action="store_true",
                        help="render the report from the finished runs without running anything")
     bench.set_defaults(func=_bench)

@@ -346,3 +346,17 @@ def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file,
     assert len(rows) == 6 and not any(row["error"] for row in rows)
     with open(out / RUNS_CSV) as handle:
         assert not any(r["error"] for r in csv.DictReader(handle))
+
+
+def test_bench_command_exits_1_naming_the_failed_runs(grid_file, tmp_path, monkeypatch, capsys):
+    import fedcluster.client.app as client_app
+    from fedcluster.cli import main
+
+    def broken_disk(*args, **kwargs):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(client_app, "local_data", broken_disk)
+    assert main(["bench", str(grid_file), "--out", str(tmp_path / "out"), "--workers", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("fedcluster: error: 6 of 6 runs did not finish (6 failed, marked in ")
+    assert "disk on fire" in err
