@@ -360,3 +360,17 @@ def test_bench_command_exits_1_naming_the_failed_runs(grid_file, tmp_path, monke
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("fedcluster: error: 6 of 6 runs did not finish (6 failed, marked in ")
     assert "disk on fire" in err
+
+
+def test_report_columns_follow_the_grids_splits_when_the_first_method_has_fewer(tmp_path):
+    path = tmp_path / "order.toml"
+    path.write_text(GRID.replace('splits = ["iid"]', 'splits = ["iid", "dirichlet:0.3"]')
+                    .replace('label = "DWF"', 'label = "DWF"\nsplits = ["dirichlet:0.3"]', 1)
+                    .replace('[[methods]]\nlabel = "central"',
+                             '[[methods]]\nlabel = "all"\nalgorithm = "dwf"\n\n[[methods]]\nlabel = "central"'))
+    grid = load_grid(path)
+    assert grid.runs[0].split == "dirichlet:0.3"
+    rows = [{"method": r.method, "setting": r.setting, "dataset": r.dataset, "split": r.split,
+             "seed": r.seed, "score": 1.0, "centre_distance": 1e4, "rounds": 1, "wall_s": 0.1}
+            for r in grid.runs]
+    assert "| method | s1 iid | s1 dirichlet:0.3 |" in render(grid, rows)

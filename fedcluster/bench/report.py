@@ -218,7 +218,13 @@ def _slug(text: str) -> str:
 
 def _column_order(grid: Grid):
     datasets = list(dict.fromkeys(run.dataset for run in grid.runs))
-    splits = list(dict.fromkeys(run.split for run in grid.runs))
+    # The splits in the order of the method that has the most of them (the grid's own order,
+    # where one method, such as a centralized baseline, runs on fewer).
+    per_method: dict[str, dict[str, None]] = {}
+    for run in grid.runs:
+        per_method.setdefault(run.method, {})[run.split] = None
+    widest = max(per_method.values(), key=len, default={})
+    splits = list(dict.fromkeys([*widest, *(run.split for run in grid.runs)]))
     return lambda col: (datasets.index(col[0]) if col[0] in datasets else len(datasets),
                         splits.index(col[1]) if col[1] in splits else len(splits))
 
