@@ -493,29 +493,27 @@ def simulation(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------
-# inprocess: memory of the in-process grid per client
+# inprocess: memory of the in-memory federation per client
 # ---------------------------------------------------------------------------
 
 _INPROCESS_PROBE = """
 import gc, logging, sys, time, tracemalloc
 from pathlib import Path
-from fedcluster.client.app import build_client_app
-from fedcluster.client.data import clear_cache
+import numpy as np
 from fedcluster.config import RunConfig
-from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import build_strategy
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.methods import build_strategy
 logging.getLogger("flwr").setLevel(logging.WARNING)
 files = sorted(Path(sys.argv[1]).glob("client_*.npy"))
+parts = [np.load(f) for f in files]
 config = RunConfig.from_mapping({"algorithm": "dwf", "k": 8, "num-server-rounds": 5,
                                  "tol": 0.0, "init": "random", "out-dir": sys.argv[2]})
 # Warm up on two clients: imports, compiled kernels, Flower's machinery.
-build_strategy(config).fit(InProcessGrid(build_client_app(), [{"data-path": str(f)} for f in files[:2]]))
-clear_cache()
+build_strategy(config).fit(InMemoryFederation(parts[:2]))
 gc.collect()
 tracemalloc.start()
 start = time.perf_counter()
-grid = InProcessGrid(build_client_app(), [{"data-path": str(f)} for f in files])
-build_strategy(config).fit(grid)
+build_strategy(config).fit(InMemoryFederation(parts))
 wall = time.perf_counter() - start
 print(tracemalloc.get_traced_memory()[1], wall)
 """
@@ -525,7 +523,7 @@ def inprocess(args: argparse.Namespace) -> None:
     """Memory the in-process grid adds per client, against the data it holds.
 
     A fresh process per case runs DWF (random start, 5 rounds) over the
-    clients' files through InProcessGrid; the figure is the peak of the
+    clients' arrays through InMemoryFederation; the figure is the peak of the
     memory allocated during the run (tracemalloc, which NumPy reports its
     arrays to), after a warm-up run. At a fixed total of rows, 100 against 1000
     clients gives the per-client overhead; at a fixed number of clients,
@@ -538,7 +536,7 @@ def inprocess(args: argparse.Namespace) -> None:
     cases = [(100, 200_000), (1000, 200_000), (1000, 1_000_000)]
     if args.quick:
         cases = [(100, 50_000), (1000, 50_000)]
-    print("# inprocess: InProcessGrid, DWF 5 rounds, d=8; peak memory allocated during the run "
+    print("# inprocess: InMemoryFederation, DWF 5 rounds, d=8; peak memory allocated during the run "
           "(tracemalloc, after a warm-up run: imports and kernels excluded) / bytes of the "
           "clients' rows")
     results = {}

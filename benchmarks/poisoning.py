@@ -1,8 +1,8 @@
 """How far one poisoned client of ten moves DWF, with and without the bounded-influence options.
 
-S1, 10 IID clients, k = 15, DWF (``fedcluster.strategies.WeightedFederatedKMeans``)
-driven through the in-process grid with the real ClientApp (as ``fedcluster
-bench`` runs a cell). Client 9 is the poisoned one:
+S1, 10 IID clients, k = 15, DWF (``fedcluster.methods.dwf.strategy.WeightedFederatedKMeans``)
+over the in-memory federation, whose clients answer as the real ClientApp does
+(as ``fedcluster bench`` runs a cell). Client 9 is the poisoned one:
 
 * ``clean``: honest (the baseline of every option);
 * ``units``: its rows times 1e6 (the same distribution in other units);
@@ -30,12 +30,14 @@ whether the spread warning named the poisoned node.
     python benchmarks/poisoning.py            # prints the tables of BENCHMARKS.md
     python benchmarks/poisoning.py --json out.json
 
-Nothing here is imported by the package or the tests.
+The package imports nothing from here; the tests import the lying client
+(:func:`lying_client`, and :func:`lying_app`, the same lie as a Flower ClientApp).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -47,16 +49,16 @@ for _key, _value in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK":
     os.environ.setdefault(_key, _value)
 
 import numpy as np  # noqa: E402
-from flwr.app import Array  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 
 from fedcluster.client.app import build_client_app  # noqa: E402
-from fedcluster.client.data import serve_rows  # noqa: E402
+from fedcluster.client.respond import respond  # noqa: E402
 from fedcluster.data import load_dataset, partition_indices  # noqa: E402
+from fedcluster.federation.memory import InMemoryFederation  # noqa: E402
+from fedcluster.messages import ClientSummary  # noqa: E402
+from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans  # noqa: E402
 from fedcluster.metrics import centre_distance  # noqa: E402
-from fedcluster.protocol import METRICS_KEY, RESULT_KEY  # noqa: E402
-from fedcluster.server.inprocess import InProcessGrid  # noqa: E402
-from fedcluster.strategies import WeightedFederatedKMeans  # noqa: E402
+from fedcluster.protocol import decode_reply, make_reply, reply_sampling_key  # noqa: E402
 
 CLIENTS = 10
 POISONED = CLIENTS - 1
@@ -77,8 +79,38 @@ OPTIONS = {
 STARTS = ("local-kmeans", "honest start")
 
 
+def lie(summary: ClientSummary, kind: str, mode: str) -> ClientSummary:
+    """An honest reply to a request of ``kind``, altered as ``mode`` says.
+
+    Every mode (``counts``, ``shift``, ``far``) declares ``INFLATE`` times the
+    rows, counts and squared distances; ``shift`` and ``far`` also move the
+    centroids of every round's reply (by ``SHIFT``, or to ``FAR``). An empty
+    mode leaves the reply as it is.
+    """
+    if not mode:
+        return summary
+    change: dict = {"n": int(summary.n) * INFLATE, "sse": float(summary.sse) * INFLATE}
+    if summary.counts is not None:
+        change["counts"] = np.asarray(summary.counts, dtype=np.float64) * INFLATE
+    if kind.startswith("train") and summary.centroids is not None:
+        centroids = np.asarray(summary.centroids, dtype=np.float64)
+        moved = centroids + SHIFT if mode == "shift" else np.full_like(centroids, FAR) \
+            if mode == "far" else centroids
+        change["centroids"] = np.ascontiguousarray(moved)
+    return dataclasses.replace(summary, **change)
+
+
+def lying_client(X, request, node_config) -> ClientSummary:
+    """A responder of :class:`~fedcluster.federation.memory.InMemoryFederation`.
+
+    The real answer (:func:`~fedcluster.client.respond.respond`), altered by
+    :func:`lie` as ``node_config['lie']`` (counts, shift, far) says.
+    """
+    return lie(respond(X, request, node_config), request.kind, node_config.get("lie", ""))
+
+
 def lying_app() -> ClientApp:
-    """The real ClientApp; ``node_config['lie']`` (counts, shift, far) alters its replies."""
+    """The real ClientApp; ``node_config['lie']`` alters its replies as :func:`lying_client` does."""
     real = build_client_app()
     app = ClientApp()
 
@@ -87,18 +119,8 @@ def lying_app() -> ClientApp:
         mode = context.node_config.get("lie", "")
         if not mode or reply.has_error():
             return reply
-        arrays, metrics = reply.content[RESULT_KEY], reply.content[METRICS_KEY]
-        metrics["num-examples"] = int(metrics["num-examples"]) * INFLATE
-        if "sse" in metrics:
-            metrics["sse"] = float(metrics["sse"]) * INFLATE
-        if "counts" in arrays:
-            arrays["counts"] = Array(arrays["counts"].numpy() * INFLATE)
-        if msg.metadata.message_type.startswith("train") and "centroids" in arrays:
-            centroids = arrays["centroids"].numpy()
-            moved = centroids + SHIFT if mode == "shift" else np.full_like(centroids, FAR) \
-                if mode == "far" else centroids
-            arrays["centroids"] = Array(np.ascontiguousarray(moved))
-        return reply
+        summary = lie(decode_reply(reply.content), msg.metadata.message_type, mode)
+        return make_reply(msg, summary, sampling_key=reply_sampling_key(reply.content))
 
     app.train()(serve)
     app.evaluate()(serve)
@@ -135,20 +157,21 @@ def one_run(X: np.ndarray, parts: list[np.ndarray], attack: str, options: dict, 
     handler = Warnings()
     logging.getLogger("flwr").addHandler(handler)
     try:
-        with serve_rows(rows) as configs:
-            if attack in ("counts", "shift", "far"):
-                configs[POISONED]["lie"] = attack
-            grid = InProcessGrid(lying_app(), configs)
-            strategy = WeightedFederatedKMeans(K, init=init, seed=0, **strategy_options)
-            if start == "honest start":
-                strategy.explicit_start = X[START_ROWS].astype(np.float64)
-            result = strategy.fit(grid)
+        configs = [{} for _ in rows]
+        if attack in ("counts", "shift", "far"):
+            configs[POISONED]["lie"] = attack
+        federation = InMemoryFederation(rows, node_configs=configs,
+                                        responders={POISONED: lying_client})
+        strategy = WeightedFederatedKMeans(K, init=init, seed=0, **strategy_options)
+        if start == "honest start":
+            strategy.explicit_start = X[START_ROWS].astype(np.float64)
+        result = strategy.fit(federation)
     finally:
         logging.getLogger("flwr").removeHandler(handler)
     wall = time.perf_counter() - started
     C = result.centroids
     d2 = ((honest[:, None, :] - C[None, :, :]) ** 2).sum(axis=2).min(axis=1)
-    poisoned_node = grid.node_ids[POISONED]
+    poisoned_node = POISONED  # an in-memory client's node id is its position
     warned = sorted({int(line.split("node ")[1].split(":")[0]) for line in handler.lines})
     return {
         "attack": attack,

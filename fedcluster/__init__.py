@@ -6,3 +6,7 @@ papers this project implements.
 """
 
 __version__ = "0.2.0"
+
+from .estimator import FederatedKMeans  # noqa: E402 - results record __version__
+
+__all__ = ["FederatedKMeans", "__version__"]

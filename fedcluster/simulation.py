@@ -7,11 +7,10 @@ import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 
 from .config import RunConfig
-from .server.artifacts import RunResult, read_model
+from .results import RunResult
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
 
@@ -63,17 +62,17 @@ def simulate(
 
     from .client.app import build_client_app
     from .server.app import build_server_app
-    from .strategies import RunFailed
+    from .federation.base import RunFailed
 
     data = {"partitions-dir": str(Path(partitions_dir).resolve())}
     backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}
     if not verbose:
         backend["init_args"] = {"log_to_driver": False, "logging_level": logging.ERROR}
-    started = datetime.now(timezone.utc).replace(microsecond=0)
+    results: list[RunResult] = []
     try:
         with _quiet(not verbose):
             run_simulation(
-                server_app=build_server_app({**config.to_flower(), **data}),
+                server_app=build_server_app({**config.to_flower(), **data}, results.append),
                 client_app=build_client_app(data),
                 num_supernodes=num_clients,
                 backend_config=backend,
@@ -81,11 +80,10 @@ def simulate(
     except Exception as exc:  # noqa: BLE001 - Flower re-raises the ServerApp's failure as is
         raise SimulationError(str(exc) if isinstance(exc, RunFailed) else
                               f"the simulated run failed: {type(exc).__name__}: {exc}") from exc
-    model = Path(config.out_dir) / "model.pb"
-    result = read_model(model) if model.is_file() else None
-    if result is None or result.created < started:
-        raise SimulationError(f"the simulated run wrote no new {model}; its log above says why")
-    return result
+    if not results:
+        raise SimulationError(f"the simulated run wrote no model to {config.out_dir}; its log "
+                              "above says why")
+    return results[0]
 
 
 class _OwnLinesOnly(logging.Filter):

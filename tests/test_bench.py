@@ -321,7 +321,7 @@ def test_spawned_workers_hide_the_per_round_lines_too(grid_file, tmp_path, capfd
 
 def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file, tmp_path,
                                                                       monkeypatch):
-    import fedcluster.client.app as client_app
+    import fedcluster.federation.memory as memory
 
     def broken_disk(*args, **kwargs):
         raise OSError("disk on fire")
@@ -329,7 +329,7 @@ def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file,
     grid = load_grid(grid_file)
     out = tmp_path / "out"
     with monkeypatch.context() as patch:
-        patch.setattr(client_app, "local_data", broken_disk)
+        patch.setattr(memory, "respond", broken_disk)
         rows = run_grid(grid, out, workers=1, progress=lambda line: None)
     assert len(rows) == 6 and all(row["error"] for row in rows)
     assert [r["run_id"] for r in rows] == [r.run_id for r in grid.runs]
@@ -349,13 +349,13 @@ def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file,
 
 
 def test_bench_command_exits_1_naming_the_failed_runs(grid_file, tmp_path, monkeypatch, capsys):
-    import fedcluster.client.app as client_app
+    import fedcluster.federation.memory as memory
     from fedcluster.cli import main
 
     def broken_disk(*args, **kwargs):
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(client_app, "local_data", broken_disk)
+    monkeypatch.setattr(memory, "respond", broken_disk)
     assert main(["bench", str(grid_file), "--out", str(tmp_path / "out"), "--workers", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("fedcluster: error: 6 of 6 runs did not finish (6 failed, marked in ")

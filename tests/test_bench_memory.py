@@ -8,9 +8,8 @@ import pytest
 from fedcluster.bench import load_grid, run_grid
 from fedcluster.bench.datasets import data_seed
 from fedcluster.bench.runner import cached_dataset, cached_partition, client_rows
-from fedcluster.client import data as client_data
-from fedcluster.client.data import cached_sources, forget, local_data, serve_rows
-from fedcluster.data import DataError, write_partitions
+from fedcluster.client.data import cached_sources, forget, local_data
+from fedcluster.data import write_partitions
 
 GRID = """
 name = "memory"
@@ -40,66 +39,39 @@ def grid(tmp_path):
     return load_grid(path)
 
 
-def test_no_run_leaves_client_data_cached(grid, tmp_path, monkeypatch):
-    import fedcluster.client.app as client_app
-
-    # The most arrays the ClientApps' cache held while a request was served, and after each run.
-    during: list[int] = []
-    after: list[tuple[int, int]] = []
-    served = client_app.local_data
-
-    def counting(*args, **kwargs):
-        X = served(*args, **kwargs)
-        during.append(len(cached_sources()))
-        return X
-
-    monkeypatch.setattr(client_app, "local_data", counting)
+def test_no_run_leaves_client_data_cached(grid, tmp_path):
+    # Runs answer from arrays: nothing goes through the ClientApp's cache, and nothing stays.
     before = set(cached_sources())
+    after: list[int] = []
     rows = run_grid(grid, tmp_path / "out", workers=1,
-                    progress=lambda line: after.append((len(cached_sources()), len(client_data._SERVED))))
+                    progress=lambda line: after.append(len(cached_sources())))
     assert len(rows) == len(grid.runs) == 12 and not any(r["error"] for r in rows)
-    # During a run: at most its own clients' arrays (4), never those of earlier runs.
-    assert during and max(during) <= len(before) + 4
-    # After every run, and after the grid: nothing of any run is left.
-    assert after[1:] == [(len(before), 0)] * len(grid.runs)
+    assert after[1:] == [len(before)] * len(grid.runs)
     assert set(cached_sources()) == before
-    assert not any(source[0] == "memory" for source in cached_sources())
 
 
-def test_rows_served_from_memory_give_the_result_of_partition_files(tmp_path):
+def test_in_memory_clients_give_the_result_of_flower_clients_reading_files(tmp_path):
+    from inprocess import InProcessGrid
+
     from fedcluster.client.app import build_client_app
     from fedcluster.config import RunConfig
-    from fedcluster.server.inprocess import InProcessGrid
-    from fedcluster.strategies import build_strategy
+    from fedcluster.federation.flower import FlowerFederation
+    from fedcluster.federation.memory import InMemoryFederation
+    from fedcluster.methods import build_strategy
 
     data = cached_dataset("s1", 0)
     parts = cached_partition("s1", "dirichlet:0.3", 5, 0)
     config = RunConfig.from_mapping({"algorithm": "dwf", "k": 15, "num-server-rounds": 4,
                                      "participation": 0.6, "local-steps": 2, "seed": 3})
     files = write_partitions(data.X, parts, tmp_path / "parts")
-    on_disk = build_strategy(config).fit(InProcessGrid(
-        build_client_app(), [{"data-path": str(f), "partition-id": i} for i, f in enumerate(files)]))
+    on_disk = build_strategy(config).fit(FlowerFederation(InProcessGrid(
+        build_client_app(), [{"data-path": str(f), "partition-id": i} for i, f in enumerate(files)])))
     rows, _ = client_rows(data, parts)
-    with serve_rows(rows) as node_configs:
-        in_memory = build_strategy(config).fit(InProcessGrid(build_client_app(), node_configs))
+    in_memory = build_strategy(config).fit(InMemoryFederation(rows))
     np.testing.assert_array_equal(in_memory.centroids, on_disk.centroids)
     assert in_memory.rounds == on_disk.rounds
     assert [r.score for r in in_memory.history] == [r.score for r in on_disk.history]
-
-
-def test_served_rows_exist_only_inside_the_block():
-    rows = [np.arange(6.0).reshape(3, 2), np.ones((2, 2))]
-    with serve_rows(rows) as configs:
-        assert [c["partition-id"] for c in configs] == [0, 1]
-        X = local_data(configs[1], {}, "cpu")
-        assert X is rows[1]  # served as it is, not copied
-        assert [s for s in cached_sources() if s[0] == "memory"] == [("memory", *_token(configs[1]))]
-    assert not any(s[0] == "memory" for s in cached_sources())
-    with pytest.raises(DataError, match="no such rows are served in this process"):
-        local_data(configs[1], {}, "cpu")
-    with pytest.raises(DataError, match="in-memory client data 0"):
-        with serve_rows([np.array([[np.nan, 1.0]])]):
-            pass
+    assert [len(r.participants) for r in in_memory.history] == [len(r.participants) for r in on_disk.history]
 
 
 def test_forget_drops_the_cached_arrays_of_named_sources(tmp_path):

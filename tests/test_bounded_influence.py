@@ -1,23 +1,23 @@
 """Bounded influence of one client on DWF / EWF (issue "Careless and hostile clients").
 
 The options ``max-client-share`` and ``aggregation`` (trimmed mean, median) and
-the spread warning, through the real ClientApp and the strategy.
+the spread warning, through the real clients and the strategy (in-memory federation).
 """
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import dataclasses
+import math
 
 import numpy as np
 import pytest
+from conftest import altered_replies, messages
 
-from conftest import messages, save_parts
-from fedcluster.client.app import build_client_app
 from fedcluster.config import ConfigError, RunConfig
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.methods import build_strategy
+from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.metrics import centre_distance
-from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import WeightedFederatedKMeans, build_strategy
 
 #: One S1 row near each true centre (the honest start of tests/test_weighted_mean.py).
 START_ROWS = [4, 400, 700, 1000, 1400, 1700, 2000, 2400, 2700, 3000, 3400, 3700, 4000, 4400, 4700]
@@ -29,18 +29,36 @@ def iid_parts(X, n_clients, seed=0):
     return [X[np.sort(p)] for p in np.array_split(order, n_clients)]
 
 
-def _poisoning_benchmark():
-    """``benchmarks/poisoning.py``, whose lying ClientApp these tests share."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "poisoning.py"
-    spec = importlib.util.spec_from_file_location("poisoning", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+#: The lie of ``benchmarks/poisoning.py``: rows, counts and distances x1000 in every
+#: reply; round centroids moved by SHIFT (``shift``) or sent at FAR (``far``).
+INFLATE = 1000
+SHIFT = 3e4
+FAR = 1e7
 
 
-#: The real ClientApp; node_config['lie'] inflates its rows and counts x1000 in every
-#: reply and moves its round centroids (``shift``: by 3e4; ``far``: to 1e7).
-lying_app = _poisoning_benchmark().lying_app
+def lying_client(mode):
+    """The real client, whose replies lie as ``lying_app`` of ``benchmarks/poisoning.py`` does.
+
+    Every reply declares ``INFLATE`` times its rows, counts and squared distances;
+    a round's (``train``) centroids are moved by ``SHIFT`` (``shift``) or all sent
+    at ``FAR`` (``far``); ``counts`` leaves them honest. (The benchmark's ClientApp
+    itself wraps Flower messages, which an in-memory client does not send.)
+    """
+
+    def change(summary, request, node_config):
+        lie = {"n": summary.n * INFLATE}
+        if not math.isnan(summary.sse):
+            lie["sse"] = summary.sse * INFLATE
+        if summary.counts is not None:
+            lie["counts"] = summary.counts * INFLATE
+        if request.kind.startswith("train") and summary.centroids is not None:
+            if mode == "shift":
+                lie["centroids"] = summary.centroids + SHIFT
+            elif mode == "far":
+                lie["centroids"] = np.full_like(summary.centroids, FAR)
+        return dataclasses.replace(summary, **lie)
+
+    return altered_replies(change)
 
 
 # -- hand case through the strategy ----------------------------------------------------
@@ -50,10 +68,9 @@ def one_cluster(tmp_path, **kwargs):
     parts = [np.array([[0.0], [2.0]]), np.array([[3.0], [5.0]]),
              np.array([[100.0], [101.0], [105.0]])]
     np.save(tmp_path / "start.npy", np.array([[10.0]]))
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
     strategy = WeightedFederatedKMeans(1, init=str(tmp_path / "start.npy"), tol=0.0,
                                        lr=0.5, **kwargs)
-    return strategy.fit(grid).centroids[0, 0]
+    return strategy.fit(InMemoryFederation(parts)).centroids[0, 0]
 
 
 @pytest.mark.parametrize(("options", "aggregate"), [
@@ -89,8 +106,8 @@ def test_momentum_applies_after_the_robust_aggregate(tmp_path):
 def test_a_cap_that_nobody_reaches_changes_nothing(tmp_path, s1):
     start = tmp_path / "start.npy"
     np.save(start, s1[START_ROWS])
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", iid_parts(s1, 10)))
-    runs = [WeightedFederatedKMeans(15, init=str(start), tol=0.0, num_rounds=4, **o).fit(grid)
+    federation = InMemoryFederation(iid_parts(s1, 10))
+    runs = [WeightedFederatedKMeans(15, init=str(start), tol=0.0, num_rounds=4, **o).fit(federation)
             for o in ({}, {"max_client_share": 0.3, "aggregation": "mean"})]
     assert np.array_equal(runs[0].centroids, runs[1].centroids)
     assert [r.score for r in runs[0].history] == [r.score for r in runs[1].history]
@@ -119,10 +136,9 @@ def test_options_come_from_the_run_config():
 def poisoned_run(tmp_path, s1, mode, num_rounds=30, **options):
     start = tmp_path / "start.npy"
     np.save(start, s1[START_ROWS])
-    configs = save_parts(tmp_path / "parts", iid_parts(s1, 10))
-    configs[9]["lie"] = mode
-    grid = InProcessGrid(lying_app(), configs)
-    return WeightedFederatedKMeans(15, init=str(start), num_rounds=num_rounds, **options).fit(grid)
+    federation = InMemoryFederation(iid_parts(s1, 10), responders={9: lying_client(mode)})
+    return WeightedFederatedKMeans(15, init=str(start), num_rounds=num_rounds,
+                                   **options).fit(federation)
 
 
 def test_a_client_with_inflated_counts_and_shifted_centroids_is_bounded(tmp_path, s1, s1_centres):
@@ -159,13 +175,13 @@ def spread_warnings(records):
 def test_a_client_in_other_units_is_named_once(tmp_path, s1, flwr_log, init):
     parts = iid_parts(s1, 8)
     parts[3] = parts[3] * 1e6
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
+    federation = InMemoryFederation(parts)
     if init == "explicit":
         np.save(tmp_path / "start.npy", s1[START_ROWS])
         init = str(tmp_path / "start.npy")
-    WeightedFederatedKMeans(15, init=init, tol=0.0, num_rounds=3, n_init=2).fit(grid)
+    WeightedFederatedKMeans(15, init=init, tol=0.0, num_rounds=3, n_init=2).fit(federation)
     [line] = spread_warnings(flwr_log)  # once per node and run, over rounds and restarts
-    assert f"node {grid.node_ids[3]}: feature " in line
+    assert "node 3: feature " in line
     assert line.startswith("init: " if init == "local-kmeans" else "round 1: ")
     ratio = float(line.split(" spread ")[1].split(" x ")[0])
     assert ratio > 1e5
@@ -176,6 +192,5 @@ def test_honest_clients_raise_no_spread_warning(tmp_path, s1, flwr_log, split):
     from fedcluster.data import partition_indices
 
     parts = [s1[p] for p in partition_indices(len(s1), 10, split, points=s1, seed=0)]
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
-    WeightedFederatedKMeans(15, num_rounds=10).fit(grid)
+    WeightedFederatedKMeans(15, num_rounds=10).fit(InMemoryFederation(parts))
     assert spread_warnings(flwr_log) == []

@@ -14,7 +14,8 @@ from fedcluster.cli import main
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.metrics import centre_distance
-from fedcluster.server.artifacts import RoundRecord, RunResult, read_model, write_run
+from fedcluster.results import RoundRecord, RunResult
+from fedcluster.server.artifacts import read_model, write_run
 from fedcluster.simulation import simulate
 
 

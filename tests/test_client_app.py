@@ -7,18 +7,22 @@ import json
 import numpy as np
 import pytest
 
-from fedcluster.client.app import BAD_INPUT, build_client_app
+from fedcluster.client.app import build_client_app
 from fedcluster.client.privacy import private_bounds
+from fedcluster.client.respond import BAD_INPUT
 from fedcluster.data import load_dataset, partition_indices, write_partitions
-from fedcluster.protocol import BOUNDS, EVALUATE, LLOYD, LOCAL_KMEANS, make_request, read_reply
-from fedcluster.server.inprocess import InProcessGrid
+from fedcluster.messages import BOUNDS, EVALUATE, LOCAL_KMEANS, Request
+from fedcluster.methods.dwf.client import LLOYD
+from fedcluster.protocol import make_request, read_reply
+from inprocess import InProcessGrid
 
 LLOYD_CONFIG = {"local-steps": 1, "tol": 0.0, "chunk-size": 64, "device": "cpu"}
 
 
-def ask(node_config, message_type, config, centroids=None, run_config=None, app=None):
+def ask(node_config, kind, config, centroids=None, run_config=None, app=None):
+    """The ClientApp's reply (a Flower message) to one request."""
     grid = InProcessGrid(app or build_client_app(), [node_config], run_config)
-    [reply] = grid.send_and_receive([make_request(message_type, grid.node_ids[0], config, centroids)])
+    [reply] = grid.send_and_receive([make_request(Request(kind, config, centroids), grid.node_ids[0])])
     return reply
 
 

@@ -7,15 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fedcluster.data import (
-    DATASET_NAMES,
-    NOISE_LABEL,
-    BlobsParams,
-    DataError,
-    load_dataset,
-    make_blobs,
-    write_points,
-)
+from fedcluster.data import DATASET_NAMES, NOISE_LABEL, BlobsParams, DataError, load_dataset, make_blobs, write_points
 
 
 @pytest.mark.parametrize("name", ["s1", "s2", "s3", "s4"])

@@ -7,17 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from fedcluster.data import (
-    MANIFEST_NAME,
-    DataError,
-    Split,
-    load_dataset,
-    parse_split,
-    partition_indices,
-    read_labelled,
-    read_points,
-    write_partitions,
-)
+from fedcluster.data import MANIFEST_NAME, DataError, Split, load_dataset, parse_split, partition_indices, read_labelled, read_points, write_partitions
 
 
 @pytest.fixture(scope="module")

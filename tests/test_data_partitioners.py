@@ -11,15 +11,7 @@ import numpy as np
 import pytest
 
 from fedcluster.data import DataError, Split, load_dataset, parse_split, partition_indices
-from fedcluster.data.datasets import (
-    DATASET_NAMES,
-    DATASET_PARAMS,
-    G2_NAMES,
-    FFCMCase1Params,
-    GarstGridParams,
-    TriebeParams,
-    make_garst_grid,
-)
+from fedcluster.data.datasets import DATASET_NAMES, DATASET_PARAMS, G2_NAMES, FFCMCase1Params, GarstGridParams, TriebeParams, make_garst_grid
 from fedcluster.data.partition import DIRICHLET_MIN_ROWS, SPLIT_FORMS, SPLIT_HELP, SPLIT_KINDS
 
 

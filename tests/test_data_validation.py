@@ -84,7 +84,7 @@ def test_writing_refuses_huge_values_before_touching_the_file(tmp_path):
 
 
 def test_the_bound_is_the_protocol_bound():
-    from fedcluster.protocol import MAX_MAGNITUDE
+    from fedcluster.messages import MAX_MAGNITUDE
 
     assert MAX_ABS_VALUE == MAX_MAGNITUDE
 
@@ -104,13 +104,18 @@ def test_sums_over_data_at_the_bound_stay_finite():
 
 
 def test_a_client_refuses_a_file_with_a_huge_value_and_answers_at_the_bound(tmp_path):
-    from fedcluster.client.app import BAD_INPUT, build_client_app
-    from fedcluster.protocol import LLOYD, make_request, read_reply
-    from fedcluster.server.inprocess import InProcessGrid
+    from inprocess import InProcessGrid
+
+    from fedcluster.client.app import build_client_app
+    from fedcluster.client.respond import BAD_INPUT
+    from fedcluster.messages import Request
+    from fedcluster.methods.dwf.client import LLOYD
+    from fedcluster.protocol import make_request, read_reply
 
     def ask(path, centroids):
         grid = InProcessGrid(build_client_app(), [{"data-path": str(path)}], None)
-        [reply] = grid.send_and_receive([make_request(LLOYD, grid.node_ids[0], LLOYD_CONFIG, centroids)])
+        request = Request(LLOYD, LLOYD_CONFIG, centroids)
+        [reply] = grid.send_and_receive([make_request(request, grid.node_ids[0])])
         return reply
 
     X = points(scale=MAX_ABS_VALUE)

@@ -1,20 +1,20 @@
-"""FeCA (paper 004) through the ClientApp, the strategy and a whole federation."""
+"""FeCA (paper 004) through the client, the strategy and a whole (in-memory) federation."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.clientapp import ClientApp
+from conftest import ask_client, messages
 
-from conftest import messages, save_parts
-from fedcluster.client.app import BAD_INPUT, build_client_app
+from fedcluster.client.respond import BAD_INPUT, respond
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.messages import ClientSummary, validate_reply
+from fedcluster.methods import build_strategy
+from fedcluster.methods.feca.client import FECA
+from fedcluster.methods.feca.strategy import FeCA
 from fedcluster.metrics import centre_distance
-from fedcluster.protocol import FECA, ClientSummary, make_reply, make_request, read_reply
-from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import build_strategy
-from fedcluster.strategies.feca import FeCA
 
 
 def column(*values) -> np.ndarray:
@@ -26,21 +26,18 @@ def feca_config(radius="algorithm4", k=2):
             "radius": radius}
 
 
-def ask(tmp_path, X, config):
-    np.save(tmp_path / "x.npy", X)
-    grid = InProcessGrid(build_client_app(), [{"data-path": str(tmp_path / "x.npy")}])
-    [reply] = grid.send_and_receive([make_request(FECA, grid.node_ids[0], config)])
-    return reply
+def ask(X, config):
+    return ask_client(X, FECA, config)
 
 
 @pytest.mark.parametrize(("radius", "radii"), [("algorithm4", [1, 1]), ("theoretical", [50, 50])])
-def test_client_sends_centroids_radii_and_counts(tmp_path, radius, radii):
+def test_client_sends_centroids_radii_and_counts(radius, radii):
     # Two tight clusters A = {-1, 1} and B = {99, 99.5, 100.5, 101}: k-means++ seeds one
     # in each and Lloyd ends at their means 0 and 100 (no centroid is a row). Algorithm 2
     # keeps both (merging them costs far more). r' = 1 for both; Algorithm 4:
     # min(1, 100 / 2) = 1; Algorithm 3: 1 + 1 < 100, so the uniform radius is 100 / 2 = 50.
-    reply = ask(tmp_path, column(-1, 99, 1, 100.5, 99.5, 101), feca_config(radius))
-    summary = read_reply(reply.content, expect=("centroids", "counts", "radii"))
+    reply = ask(column(-1, 99, 1, 100.5, 99.5, 101), feca_config(radius))
+    summary = validate_reply(reply.summary, expect=("centroids", "counts", "radii"))
     order = np.argsort(summary.centroids[:, 0])
     np.testing.assert_allclose(summary.centroids[order], column(0, 100), rtol=0, atol=1e-12)
     np.testing.assert_array_equal(summary.counts[order], [2, 4])
@@ -48,41 +45,32 @@ def test_client_sends_centroids_radii_and_counts(tmp_path, radius, radii):
     assert summary.n == 6
 
 
-def test_client_never_sends_a_row_or_a_small_cluster(tmp_path):
-    few = ask(tmp_path, column(1, 1, 4), feca_config(k=5))
-    assert few.has_error() and "fewer than min-cluster-size 2 x 5 clusters" in few.error.reason
+def test_client_never_sends_a_row_or_a_small_cluster():
+    few = ask(column(1, 1, 4), feca_config(k=5))
+    assert few.summary is None and "fewer than min-cluster-size 2 x 5 clusters" in few.error
     # Two distinct values, three copies each: each local centroid would be a row.
-    copies = ask(tmp_path, column(1, 1, 1, 4, 4, 4), feca_config(k=3))
-    assert copies.has_error() and "a centroid equals local row" in copies.error.reason
+    copies = ask(column(1, 1, 1, 4, 4, 4), feca_config(k=3))
+    assert copies.summary is None and "a centroid equals local row" in copies.error
 
 
-def test_client_refuses_an_unknown_radius_rule(tmp_path):
-    reply = ask(tmp_path, column(0, 1), feca_config("largest"))
-    assert reply.has_error() and reply.error.code == BAD_INPUT
-    assert "request config 'radius' has an invalid value 'largest'" in reply.error.reason
+def test_client_refuses_an_unknown_radius_rule():
+    reply = ask(column(0, 1), feca_config("largest"))
+    assert reply.summary is None and reply.error.startswith(f"error reply (code {BAD_INPUT}): ")
+    assert "request config 'radius' has an invalid value 'largest'" in reply.error
 
 
-def canned_app() -> ClientApp:
-    """Answers query.feca with node_config['reply'] (a ClientSummary); evaluates for real."""
-    real = build_client_app()
-    app = ClientApp()
+def canned(reply: ClientSummary):
+    """A client that answers query.feca with ``reply`` and evaluates for real."""
 
-    @app.query("feca")
-    def feca(msg, context):
-        return make_reply(msg, context.node_config["reply"])
+    def answer(X, request, node_config):
+        return reply if request.kind == FECA else respond(X, request, node_config)
 
-    @app.evaluate()
-    def evaluate(msg, context):
-        return real(msg, context)
-
-    return app
+    return answer
 
 
-def canned_grid(tmp_path, replies):
-    configs = save_parts(tmp_path / "parts", [column(0, 1), column(5, 9), column(3)][:len(replies)])
-    for config, reply in zip(configs, replies):
-        config["reply"] = reply
-    return InProcessGrid(canned_app(), configs)
+def canned_federation(replies) -> InMemoryFederation:
+    parts = [column(0, 1), column(5, 9), column(3)][:len(replies)]
+    return InMemoryFederation(parts, responders={i: canned(r) for i, r in enumerate(replies)})
 
 
 # Centroid-radius pairs of two clients: the hand case of tests/test_numerics_feca.py
@@ -93,33 +81,32 @@ CLIENT_B = ClientSummary(n=2, centroids=column(0.5, 1.0, 5), counts=np.array([1.
                          radii=np.array([0.2, 0.3, 0.4]))
 
 
-def test_server_groups_by_radius_and_keeps_the_k_largest(tmp_path, flwr_log):
+def test_server_groups_by_radius_and_keeps_the_k_largest(flwr_log):
     # Groups: {5.3, 5} (5.3 has the largest radius, 2), {0, 0.5, 1.0} (radius 1), {9}.
     # The two largest: means 1.5 / 3 = 0.5 and 10.3 / 2 = 5.15.
-    result = FeCA(2, k_prime=3, device="cpu").fit(canned_grid(tmp_path, [CLIENT_A, CLIENT_B]))
+    result = FeCA(2, k_prime=3, device="cpu").fit(canned_federation([CLIENT_A, CLIENT_B]))
     np.testing.assert_allclose(result.centroids, column(0.5, 5.15), rtol=0, atol=1e-14)
     assert result.rounds == 1 and result.converged
-    swapped = FeCA(2, k_prime=3, device="cpu").fit(canned_grid(tmp_path, [CLIENT_B, CLIENT_A]))
+    swapped = FeCA(2, k_prime=3, device="cpu").fit(canned_federation([CLIENT_B, CLIENT_A]))
     np.testing.assert_array_equal(swapped.centroids, result.centroids)
     log = messages(flwr_log)
     assert "6 centroids from 2 clients formed 3 groups; kept 2 of sizes [3, 2]" in log
     assert "feca is one-shot: finished in one round with 2 of 2 clients, 2 centroids" in log
 
 
-def test_fewer_groups_than_k_give_fewer_centroids_and_say_so(tmp_path, flwr_log):
-    result = FeCA(4, k_prime=3, device="cpu").fit(canned_grid(tmp_path, [CLIENT_A, CLIENT_B]))
+def test_fewer_groups_than_k_give_fewer_centroids_and_say_so(flwr_log):
+    result = FeCA(4, k_prime=3, device="cpu").fit(canned_federation([CLIENT_A, CLIENT_B]))
     np.testing.assert_allclose(result.centroids, column(0.5, 5.15, 9), rtol=0, atol=1e-14)
     assert "only 3 groups, fewer than k = 4: the result has 3 centroids" in messages(flwr_log)
     assert result.counts.shape == (3,)
 
 
-def test_replies_with_too_many_centroids_are_rejected(tmp_path, flwr_log):
+def test_replies_with_too_many_centroids_are_rejected(flwr_log):
     big = ClientSummary(n=1, centroids=column(0, 1, 2, 3), counts=np.array([1.0, 0, 0, 0]),
                         radii=np.ones(4))
-    grid = canned_grid(tmp_path, [CLIENT_A, big])
-    result = FeCA(2, k_prime=3, device="cpu").fit(grid)
+    result = FeCA(2, k_prime=3, device="cpu").fit(canned_federation([CLIENT_A, big]))
     np.testing.assert_allclose(result.centroids, column(5.3, 0), atol=1e-14)
-    assert (f"rejected node {grid.node_ids[1]}: malformed reply: sent 4 local centroids, "
+    assert ("rejected node 1: malformed reply: sent 4 local centroids, "
             "at most 3 asked" in messages(flwr_log))
 
 
@@ -134,14 +121,13 @@ def test_from_config_and_bad_parameters():
         FeCA(3, k_prime=-1)
 
 
-def s1_federation(tmp_path, split: str, seed: int) -> InProcessGrid:
+def s1_federation(split: str, seed: int) -> InMemoryFederation:
     data = load_dataset("s1")
     parts = partition_indices(len(data.X), 10, split, labels=data.labels, seed=seed)
-    configs = save_parts(tmp_path / f"s{seed}", [data.X[p] for p in parts])
-    return InProcessGrid(build_client_app(), configs)
+    return InMemoryFederation([data.X[p] for p in parts])
 
 
-def test_s1_dirichlet_recovers_the_true_centres(tmp_path, s1_centres):
+def test_s1_dirichlet_recovers_the_true_centres(s1_centres):
     # Table 1 of the paper, FeCA on S1 with Dirichlet(0.3) over 10 clients: l2-distance
     # 6.8 +- 3.7 (x 1e4) over 10 runs. Here, runs with seeds 0..9 (split and method):
     # 15.9, 8.9, 3.4, 38.4, 3.8, 33.4, 6.5, 3.8, 4.5, 4.7 (x 1e4); median 5.6, mean 12.3.
@@ -149,19 +135,19 @@ def test_s1_dirichlet_recovers_the_true_centres(tmp_path, s1_centres):
     # (Algorithm 4), which then swallows a neighbouring true centre's group.
     distances = []
     for seed in range(10):
-        result = FeCA(15, seed=seed, device="cpu").fit(s1_federation(tmp_path, "dirichlet:0.3", seed))
+        result = FeCA(15, seed=seed, device="cpu").fit(s1_federation("dirichlet:0.3", seed))
         assert result.centroids.shape == (15, 2)
         distances.append(centre_distance(result.centroids, s1_centres))
     assert np.median(distances) < 7e4
     assert sum(d < 7e4 for d in distances) >= 6
 
 
-def test_s1_iid_recovers_the_true_centres_with_both_radius_rules(tmp_path, s1_centres):
+def test_s1_iid_recovers_the_true_centres_with_both_radius_rules(s1_centres):
     # Table 1 / Table 6: FeCA (Algorithm 4) on S1 IID 1.0 +- 0.1, Algorithm 3 1.1 +- 0.1
     # (x 1e4). Here 1.0 to 1.4 for Algorithm 4 over seeds 0..9.
     for seed in range(3):
-        result = FeCA(15, seed=seed, device="cpu").fit(s1_federation(tmp_path, "iid", seed))
+        result = FeCA(15, seed=seed, device="cpu").fit(s1_federation("iid", seed))
         assert centre_distance(result.centroids, s1_centres) < 2e4
     theoretical = FeCA(15, seed=0, device="cpu", radius="theoretical").fit(
-        s1_federation(tmp_path, "iid", 0))
+        s1_federation("iid", 0))
     assert centre_distance(theoretical.centroids, s1_centres) < 2e4

@@ -1,18 +1,19 @@
-"""Federated fuzzy c-means (ffcm-avg1, ffcm-avg2) through the ClientApp and the strategy (paper 001)."""
+"""Federated fuzzy c-means (ffcm-avg1, ffcm-avg2) through the client and the strategy (paper 001)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import ask_client
 
-from conftest import save_parts
-from fedcluster.client.app import BAD_INPUT, build_client_app
+from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import RunConfig
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.messages import ClientSummary, validate_reply
+from fedcluster.methods import build_strategy
+from fedcluster.methods.ffcm.client import FUZZY
+from fedcluster.methods.ffcm.strategy import FederatedFuzzyCMeans
 from fedcluster.metrics import centre_distance
-from fedcluster.protocol import FUZZY, ClientSummary, make_request, read_reply
-from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import build_strategy
-from fedcluster.strategies.fuzzy import FederatedFuzzyCMeans
 
 CASE1_MEANS = np.array([[-2.0, -2.0], [0.0, 0.0], [2.0, 2.0]])
 #: The paper does not state case 1's spread; its Table 2 gives the central clustering a
@@ -28,19 +29,17 @@ def case1_parts(seed: int) -> list[np.ndarray]:
             for _ in range(3)]
 
 
-def ask(tmp_path, X, config, centroids):
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "one", [X]))
-    [reply] = grid.send_and_receive([make_request(FUZZY, grid.node_ids[0], config, centroids)])
-    return reply
+def ask(X, config, centroids):
+    return ask_client(X, FUZZY, config, centroids)
 
 
-def test_client_step_hand_case(tmp_path):
+def test_client_step_hand_case():
     # The hand case of test_numerics_fuzzy (centres (0, 2), points 0.5, 1, 3, m = 2), every
     # point twice so that each crisp cluster has the two rows the privacy floor needs:
     # the same centres, twice the supports, counts and sse.
-    reply = ask(tmp_path, np.array([[0.5], [1.0], [3.0], [0.5], [1.0], [3.0]]),
+    reply = ask(np.array([[0.5], [1.0], [3.0], [0.5], [1.0], [3.0]]),
                 {"fuzzifier": 2.0, "chunk-size": 2, "device": "cpu"}, np.array([[0.0], [2.0]]))
-    summary = read_reply(reply.content, k=2, dim=1, expect=("centroids", "weights", "counts", "sse"))
+    summary = validate_reply(reply.summary, k=2, dim=1, expect=("centroids", "weights", "counts", "sse"))
     assert summary.n == 6
     np.testing.assert_allclose(summary.centroids, [[0.685 / 1.07], [2.685 / 1.07]], rtol=1e-14)
     np.testing.assert_allclose(summary.weights, [2.14, 2.14], rtol=1e-14)
@@ -48,12 +47,12 @@ def test_client_step_hand_case(tmp_path):
     assert summary.sse == pytest.approx(4.5, rel=1e-15)
 
 
-def test_client_withholds_a_centre_of_one_crisp_row(tmp_path):
+def test_client_withholds_a_centre_of_one_crisp_row():
     # 3.0 is the only row nearest centre 2: that centre goes back as given, with support
     # and count 0; the other is the fuzzy mean as usual.
-    reply = ask(tmp_path, np.array([[0.4], [0.5], [0.6], [3.0]]),
+    reply = ask(np.array([[0.4], [0.5], [0.6], [3.0]]),
                 {"fuzzifier": 2.0, "chunk-size": 2, "device": "cpu"}, np.array([[0.0], [2.0]]))
-    summary = read_reply(reply.content, k=2, dim=1, expect=("centroids", "weights", "counts", "sse"))
+    summary = validate_reply(reply.summary, k=2, dim=1, expect=("centroids", "weights", "counts", "sse"))
     assert summary.centroids[1, 0] == 2.0 and summary.weights[1] == 0 and summary.counts[1] == 0
     assert summary.counts[0] == 3 and summary.weights[0] > 0 and summary.centroids[0, 0] != 0
 
@@ -63,10 +62,10 @@ def test_client_withholds_a_centre_of_one_crisp_row(tmp_path):
     {"fuzzifier": "2", "chunk-size": 8},
     {"chunk-size": 8},
 ])
-def test_bad_fuzzifier_gets_an_error_reply(tmp_path, config):
-    reply = ask(tmp_path, np.array([[0.0], [0.2], [0.8], [1.0]]), config, np.array([[0.0], [1.0]]))
-    assert reply.has_error() and reply.error.code == BAD_INPUT
-    assert "fuzzifier" in reply.error.reason
+def test_bad_fuzzifier_gets_an_error_reply(config):
+    reply = ask(np.array([[0.0], [0.2], [0.8], [1.0]]), config, np.array([[0.0], [1.0]]))
+    assert reply.summary is None and reply.error.startswith(f"error reply (code {BAD_INPUT}): ")
+    assert "fuzzifier" in reply.error
 
 
 def summaries() -> list[ClientSummary]:
@@ -116,10 +115,10 @@ def test_bad_parameters_are_refused():
 
 
 @pytest.mark.parametrize("averaging", ["avg1", "avg2"])
-def test_case1_recovers_the_three_centres(tmp_path, averaging):
+def test_case1_recovers_the_three_centres(averaging):
     parts = case1_parts(0)
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
-    result = FederatedFuzzyCMeans(3, averaging=averaging, seed=0, num_rounds=100, tol=1e-4).fit(grid)
+    result = FederatedFuzzyCMeans(3, averaging=averaging, seed=0, num_rounds=100,
+                                  tol=1e-4).fit(InMemoryFederation(parts))
     # Both recover every centre to within 0.04 (0.039 for either averaging, random start).
     assert result.converged and result.rounds < 30
     assert centre_distance(result.centroids, CASE1_MEANS) < 0.06
@@ -133,7 +132,7 @@ def test_case1_recovers_the_three_centres(tmp_path, averaging):
     assert train[-1].movement < 1e-4 <= min(r.movement for r in train[:-1])
 
 
-def test_tol_zero_runs_every_round(tmp_path):
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", case1_parts(1)))
-    result = FederatedFuzzyCMeans(3, averaging="avg2", seed=1, num_rounds=4, tol=0.0).fit(grid)
+def test_tol_zero_runs_every_round():
+    result = FederatedFuzzyCMeans(3, averaging="avg2", seed=1, num_rounds=4,
+                                  tol=0.0).fit(InMemoryFederation(case1_parts(1)))
     assert result.rounds == 4 and not result.converged

@@ -1,20 +1,20 @@
-"""Garst & Reinders' federated k-means (FKM) through the ClientApp, the strategy and a federation."""
+"""Garst & Reinders' federated k-means (FKM) through the client, the strategy and a federation."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
+from conftest import ask_client, messages
 
-from conftest import messages, save_parts
-from fedcluster.client.app import BAD_INPUT, build_client_app
+from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import RunConfig
 from fedcluster.data import partition_indices
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.messages import ClientSummary, ProtocolError, validate_reply
+from fedcluster.methods import build_strategy
+from fedcluster.methods.fkm.client import GARST, GARST_INIT
+from fedcluster.methods.fkm.strategy import GarstFederatedKMeans
 from fedcluster.metrics import centre_distance
-from fedcluster.protocol import GARST, GARST_INIT, ClientSummary, ProtocolError, make_request, read_reply
-from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import build_strategy
-from fedcluster.strategies.garst import GarstFederatedKMeans
 
 # Client A holds 0, 2, 4, 10, 12; client B holds 20, 22, 29, 31 (one feature).
 PART_A = np.array([[0.0], [2.0], [4.0], [10.0], [12.0]])
@@ -22,44 +22,41 @@ PART_B = np.array([[20.0], [22.0], [29.0], [31.0]])
 START = np.array([[0.0], [6.0], [11.0], [30.0]])
 
 
-def ask(tmp_path, rows, message_type, config, centroids=None):
-    np.save(tmp_path / "rows.npy", rows)
-    grid = InProcessGrid(build_client_app(), [{"data-path": str(tmp_path / "rows.npy")}])
-    [reply] = grid.send_and_receive([make_request(message_type, grid.node_ids[0], config, centroids)])
-    return reply
+def ask(rows, kind, config, centroids=None):
+    return ask_client(rows, kind, config, centroids)
 
 
-def test_round_request_sends_the_kept_clusters_and_the_score(tmp_path):
+def test_round_request_sends_the_kept_clusters_and_the_score():
     # Against START, A's rows go 0 -> 0, 2 -> 0, 4 -> 6, 10 -> 11, 12 -> 11 and 30
     # gets none: new centroids 1, 4, 11 with 2, 1, 2 rows; SSE 0 + 4 + 4 + 1 + 1 = 10.
     # p = 2 (the default) withholds the cluster of one row: the counts cover 4 of the 5 rows.
     config = {"chunk-size": 2, "device": "cpu"}
-    reply = ask(tmp_path, PART_A, GARST, config, START)
-    summary = read_reply(reply.content, dim=1, expect=("centroids", "counts", "sse"))
+    reply = ask(PART_A, GARST, config, START)
+    summary = validate_reply(reply.summary, dim=1, expect=("centroids", "counts", "sse"))
     np.testing.assert_array_equal(summary.centroids, [[1.0], [11.0]])
     np.testing.assert_array_equal(summary.counts, [2, 2])
     assert (summary.n, summary.sse) == (5, 10.0)
 
 
-def test_a_client_may_send_no_cluster_at_all(tmp_path):
+def test_a_client_may_send_no_cluster_at_all():
     config = {"min-cluster-size": 5, "chunk-size": 8, "device": "cpu"}
-    summary = read_reply(ask(tmp_path, PART_A, GARST, config, START).content, dim=1,
-                         expect=("centroids", "counts", "sse"))
+    summary = validate_reply(ask(PART_A, GARST, config, START).summary, dim=1,
+                             expect=("centroids", "counts", "sse"))
     assert summary.centroids.shape == (0, 1) and summary.counts.shape == (0,)
     assert summary.sse == 10.0
 
 
-def test_init_request_sends_cluster_means_of_k_means_plus_plus_seeds(tmp_path):
+def test_init_request_sends_cluster_means_of_k_means_plus_plus_seeds():
     rows = np.array([[0.0, 0.0], [0.0, 1.0], [50.0, 50.0], [51.0, 50.0], [50.0, 51.0]])
     config = {"k": 2, "seed": 3, "min-cluster-size": 2, "chunk-size": 4, "device": "cpu"}
-    summary = read_reply(ask(tmp_path, rows, GARST_INIT, config).content,
-                         expect=("centroids", "counts"))
+    summary = validate_reply(ask(rows, GARST_INIT, config).summary,
+                             expect=("centroids", "counts"))
     order = np.argsort(summary.centroids[:, 0])
     np.testing.assert_allclose(summary.centroids[order], [[0.0, 0.5], [151 / 3, 151 / 3]])
     np.testing.assert_array_equal(summary.counts[order], [2, 3])
 
 
-def test_bad_requests_get_error_replies(tmp_path):
+def test_bad_requests_get_error_replies():
     cases = [
         (GARST, {"min-cluster-size": 0, "chunk-size": 4}, START,
          "request config 'min-cluster-size' has an invalid value 0"),
@@ -70,32 +67,29 @@ def test_bad_requests_get_error_replies(tmp_path):
         (GARST_INIT, {"k": 3, "seed": 1, "chunk-size": 4}, None,
          "fewer than min-cluster-size 2 x 3 clusters = 6"),
     ]
-    for message_type, config, centroids, expected in cases:
-        reply = ask(tmp_path, PART_A, message_type, config, centroids)
-        assert reply.has_error() and reply.error.code == BAD_INPUT
-        assert expected in reply.error.reason
+    for kind, config, centroids, expected in cases:
+        reply = ask(PART_A, kind, config, centroids)
+        assert reply.summary is None and reply.error.startswith(f"error reply (code {BAD_INPUT}): ")
+        assert expected in reply.error
 
 
-def reply_content(centroids, counts, n=10, sse=1.0) -> RecordDict:
-    return RecordDict({
-        "result": ArrayRecord({"centroids": Array(np.asarray(centroids, dtype=np.float64)),
-                               "counts": Array(np.asarray(counts, dtype=np.float64))}),
-        "metrics": MetricRecord({"num-examples": n, "sse": sse}),
-    })
+def reply(centroids, counts, n=10, sse=1.0) -> ClientSummary:
+    return ClientSummary(n=n, centroids=np.asarray(centroids, dtype=np.float64),
+                         counts=np.asarray(counts, dtype=np.float64), sse=sse)
 
 
 def test_replies_may_hold_fewer_centroids_but_never_small_clusters():
     strategy = GarstFederatedKMeans(3, min_cluster_size=2)
-    fewer = strategy.read_train_reply(reply_content([[1.0, 2.0]], [4]), 3, 2)
+    fewer = strategy.validate_train_reply(reply([[1.0, 2.0]], [4]), 3, 2)
     assert fewer.centroids.shape == (1, 2)
-    empty = strategy.read_train_reply(reply_content(np.zeros((0, 2)), np.zeros(0)), 3, 2)
+    empty = strategy.validate_train_reply(reply(np.zeros((0, 2)), np.zeros(0)), 3, 2)
     assert empty.centroids.shape == (0, 2)
     with pytest.raises(ProtocolError, match="sent 4 centroids, more than k = 3"):
-        strategy.read_train_reply(reply_content(np.zeros((4, 2)), [2, 2, 2, 2]), 3, 2)
+        strategy.validate_train_reply(reply(np.zeros((4, 2)), [2, 2, 2, 2]), 3, 2)
     with pytest.raises(ProtocolError, match="fewer than the privacy threshold of 2 points"):
-        strategy.read_train_reply(reply_content([[0.0, 0.0], [1.0, 1.0]], [3, 1]), 3, 2)
+        strategy.validate_train_reply(reply([[0.0, 0.0], [1.0, 1.0]], [3, 1]), 3, 2)
     with pytest.raises(ProtocolError, match=r"'centroids' has shape \(1, 3\)"):
-        strategy.read_train_reply(reply_content([[0.0, 0.0, 0.0]], [3]), 3, 2)
+        strategy.validate_train_reply(reply([[0.0, 0.0, 0.0]], [3]), 3, 2)
 
 
 def test_aggregate_runs_weighted_k_means_over_all_received_centroids():
@@ -122,14 +116,15 @@ def paired(rows):
     return np.concatenate([rows - 0.25, rows + 0.25])
 
 
-def run_from_start(tmp_path, min_cluster_size):
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts",
-                                                        [paired(PART_A), paired(PART_B)]))
-    strategy = GarstFederatedKMeans(4, min_cluster_size=min_cluster_size, tol=0.0, seed=0)
-    return strategy.start(grid, ArrayRecord({"centroids": Array(START)}), num_rounds=1)
+def run_from_start(min_cluster_size):
+    federation = InMemoryFederation([paired(PART_A), paired(PART_B)])
+    strategy = GarstFederatedKMeans(4, min_cluster_size=min_cluster_size, tol=0.0, seed=0,
+                                    num_rounds=1)
+    strategy.explicit_start = START
+    return strategy.fit(federation)
 
 
-def test_one_round_from_an_explicit_start_matches_the_hand_computation(tmp_path):
+def test_one_round_from_an_explicit_start_matches_the_hand_computation():
     # Every row of A and B as a pair x -+ 0.25 (no pair straddles a boundary), so every
     # cluster has the two rows p = 2 needs. A sends 1 (4 rows), 4 (2), 11 (4) (see
     # above). B's rows go 20 -> 11 (d 9 < 10), 22, 29, 31 -> 30: B sends 20 (2 rows) and
@@ -138,20 +133,19 @@ def test_one_round_from_an_explicit_start_matches_the_hand_computation(tmp_path)
     # = 12; {4, 11} costs 65.3, {11, 20} 108). Matched to START in sorted order: 2, 11,
     # 20, 82/3. Score: SSE to START, twice A's 10 and B's 81 + 64 + 1 + 1 = 147, plus
     # 2 * 0.25^2 per pair, over 18 rows.
-    result = run_from_start(tmp_path, 2)
-    np.testing.assert_allclose(result.arrays["centroids"].numpy().ravel(), [2, 11, 20, 82 / 3],
-                               rtol=0, atol=1e-12)
-    assert result.train_metrics_clientapp[1]["score"] == pytest.approx(
-        (2 * 157 + 9 * 0.125) / 18, rel=1e-12)
+    result = run_from_start(2)
+    np.testing.assert_allclose(result.centroids.ravel(), [2, 11, 20, 82 / 3], rtol=0, atol=1e-12)
+    [train] = result.history  # the explicit start replaces the k-means++ round
+    assert (train.phase, train.round) == ("train", 1)
+    assert train.score == pytest.approx((2 * 157 + 9 * 0.125) / 18, rel=1e-12)
 
 
-def test_with_p_three_fewer_than_k_centroids_pull_their_nearest_global_centroids(tmp_path):
+def test_with_p_three_fewer_than_k_centroids_pull_their_nearest_global_centroids():
     # p = 3: A withholds 4, B withholds 20; the server gets 1 (w 4), 11 (w 4),
     # 82/3 (w 6), fewer than k = 4. From START they join 0, 11 and 30; 6 gets none
     # and stays: 1, 6, 11, 82/3.
-    result = run_from_start(tmp_path, 3)
-    np.testing.assert_allclose(result.arrays["centroids"].numpy().ravel(), [1, 6, 11, 82 / 3],
-                               rtol=0, atol=1e-12)
+    result = run_from_start(3)
+    np.testing.assert_allclose(result.centroids.ravel(), [1, 6, 11, 82 / 3], rtol=0, atol=1e-12)
 
 
 def grid_data(seed=0):
@@ -164,13 +158,13 @@ def grid_data(seed=0):
 
 
 @pytest.mark.parametrize("beta", [0.1, 1.0, 10.0])
-def test_recovers_the_16_grid_centres_on_a_distance_split(tmp_path, beta):
+def test_recovers_the_16_grid_centres_on_a_distance_split(beta):
     from sklearn.metrics import adjusted_rand_score
 
     X, labels, centres = grid_data()
     parts = partition_indices(len(X), 4, f"distance:{beta}", points=X, seed=1)
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", [X[p] for p in parts]))
-    result = GarstFederatedKMeans(16, num_rounds=50, tol=1e-4, seed=1).fit(grid)
+    federation = InMemoryFederation([X[p] for p in parts])
+    result = GarstFederatedKMeans(16, num_rounds=50, tol=1e-4, seed=1).fit(federation)
 
     assert result.converged and result.rounds < 50
     init = result.history[0]
@@ -188,16 +182,15 @@ def test_recovers_the_16_grid_centres_on_a_distance_split(tmp_path, beta):
     assert adjusted_rand_score(labels, found) > 0.9
 
 
-def test_runs_are_reproducible_and_do_not_depend_on_node_order(tmp_path):
+def test_runs_are_reproducible_and_do_not_depend_on_node_order():
     X, _, _ = grid_data(1)
     parts = [X[p] for p in partition_indices(len(X), 4, "distance:0.1", points=X, seed=2)]
 
-    def run(order, directory):
-        grid = InProcessGrid(build_client_app(),
-                             save_parts(tmp_path / directory, [parts[i] for i in order]))
-        return GarstFederatedKMeans(16, num_rounds=20, tol=0.0, seed=7).fit(grid)
+    def run(order):
+        federation = InMemoryFederation([parts[i] for i in order])
+        return GarstFederatedKMeans(16, num_rounds=20, tol=0.0, seed=7).fit(federation)
 
-    a, b = run([0, 1, 2, 3], "a"), run([3, 1, 0, 2], "b")
+    a, b = run([0, 1, 2, 3]), run([3, 1, 0, 2])
     assert a.rounds == b.rounds == 20
     np.testing.assert_array_equal(a.centroids, b.centroids)
 

@@ -1,4 +1,4 @@
-"""The in-process grid gives exactly the centroids of Flower's own simulation.
+"""The in-memory federation (and the in-process grid) give exactly the centroids of Flower's own simulation.
 
 With full participation: a seeded sample of clients is drawn over node ids,
 which Flower's simulation assigns at random, so with partial participation the
@@ -14,9 +14,11 @@ import pytest
 from fedcluster.client.app import build_client_app
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
-from fedcluster.server.inprocess import InProcessGrid
+from fedcluster.federation.flower import FlowerFederation
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.methods import build_strategy
 from fedcluster.simulation import simulate
-from fedcluster.strategies import build_strategy
+from inprocess import InProcessGrid
 
 
 @pytest.mark.slow
@@ -29,8 +31,11 @@ def test_same_seed_and_configuration_give_identical_centroids(tmp_path, algorith
                 "seed": 2, "init": "local-kmeans", "min-nodes": 5}
     flower = simulate(RunConfig.from_mapping({**settings, "out-dir": str(tmp_path / "ray")}),
                       tmp_path / "parts", 5)
+    memory = build_strategy(RunConfig.from_mapping(settings)).fit(
+        InMemoryFederation([data.X[p] for p in parts]))
     grid = InProcessGrid(build_client_app(), [{"data-path": str(f)} for f in files])
-    inprocess = build_strategy(RunConfig.from_mapping(settings)).fit(grid)
+    inprocess = build_strategy(RunConfig.from_mapping(settings)).fit(FlowerFederation(grid))
 
-    np.testing.assert_array_equal(inprocess.centroids, flower.centroids)
-    assert inprocess.score == flower.score and inprocess.rounds == flower.rounds
+    for run in (memory, inprocess):
+        np.testing.assert_array_equal(run.centroids, flower.centroids)
+        assert run.score == flower.score and run.rounds == flower.rounds

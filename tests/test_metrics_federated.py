@@ -5,16 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcluster.metrics import (
-    centre_distance,
-    cluster_means,
-    combine,
-    contingency_metrics,
-    knowledge_gap,
-    local_statistics,
-    normalised_knowledge_gap,
-    sum_statistics,
-)
+from fedcluster.metrics import centre_distance, cluster_means, combine, contingency_metrics, knowledge_gap, local_statistics, normalised_knowledge_gap, sum_statistics
 from fedcluster.numerics.lloyd import assign
 
 sk = pytest.importorskip("sklearn.metrics")

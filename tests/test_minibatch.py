@@ -1,4 +1,4 @@
-"""Federated mini-batch k-means (fedkmeans) through the ClientApp and the strategy (paper 003)."""
+"""Federated mini-batch k-means (fedkmeans) through the client and the strategy (paper 003)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import math
 
 import numpy as np
 import pytest
+from conftest import ask_client, messages
 
-from conftest import messages, save_parts
-from fedcluster.client.app import BAD_INPUT, build_client_app
+from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import RunConfig
-from fedcluster.protocol import MINIBATCH, ClientSummary, make_request, read_reply
-from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import build_strategy
-from fedcluster.strategies.minibatch import FederatedMiniBatchKMeans
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.messages import ClientSummary, validate_reply
+from fedcluster.methods import build_strategy
+from fedcluster.methods.fedkmeans.client import MINIBATCH
+from fedcluster.methods.fedkmeans.strategy import FederatedMiniBatchKMeans
 
 CONFIG = {"local-steps": 1, "batch-size": 0, "client-lr": 0.5, "seed": 3, "chunk-size": 2,
           "device": "cpu"}
@@ -30,17 +31,15 @@ def triebe_parts(seed: int) -> list[np.ndarray]:
     return [TRIEBE_MEANS[i % 5] + 0.2 * rng.standard_normal((10, 1)) for i in range(50)]
 
 
-def ask(tmp_path, X, config, centroids):
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "one", [X]))
-    [reply] = grid.send_and_receive([make_request(MINIBATCH, grid.node_ids[0], config, centroids)])
-    return reply
+def ask(X, config, centroids):
+    return ask_client(X, MINIBATCH, config, centroids)
 
 
-def test_client_step_hand_case(tmp_path):
+def test_client_step_hand_case():
     # Full batch, beta = 0.5 from (0, 10): cluster means (1, 11), so (0.5, 10.5);
     # counts (2, 2); squared distances to the start 0 + 4 + 0 + 4.
-    reply = ask(tmp_path, np.array([[0.0], [2.0], [10.0], [12.0]]), CONFIG, np.array([[0.0], [10.0]]))
-    summary = read_reply(reply.content, k=2, dim=1, expect=("centroids", "counts", "sse"))
+    reply = ask(np.array([[0.0], [2.0], [10.0], [12.0]]), CONFIG, np.array([[0.0], [10.0]]))
+    summary = validate_reply(reply.summary, k=2, dim=1, expect=("centroids", "counts", "sse"))
     np.testing.assert_allclose(summary.centroids.ravel(), [0.5, 10.5], rtol=1e-15)
     np.testing.assert_array_equal(summary.counts, [2.0, 2.0])
     assert summary.sse == 8.0 and summary.n == 4
@@ -49,13 +48,13 @@ def test_client_step_hand_case(tmp_path):
 @pytest.mark.parametrize("key, value", [
     ("client-lr", 0.0), ("client-lr", 1.5), ("batch-size", -1), ("local-steps", 0), ("seed", None),
 ])
-def test_bad_settings_get_an_error_reply(tmp_path, key, value):
+def test_bad_settings_get_an_error_reply(key, value):
     config = {k: v for k, v in CONFIG.items() if k != key}
     if value is not None:
         config[key] = value
-    reply = ask(tmp_path, np.array([[0.0], [1.0]]), config, np.array([[0.0], [1.0]]))
-    assert reply.has_error() and reply.error.code == BAD_INPUT
-    assert key in reply.error.reason
+    reply = ask(np.array([[0.0], [1.0]]), config, np.array([[0.0], [1.0]]))
+    assert reply.summary is None and reply.error.startswith(f"error reply (code {BAD_INPUT}): ")
+    assert key in reply.error
 
 
 def replies() -> list[ClientSummary]:
@@ -105,11 +104,11 @@ def test_starved_cluster_is_reseeded_next_to_the_largest(tmp_path, flwr_log):
     # cluster of one row), and cluster 1 keeps the other two.
     parts = [np.array([[0.0], [2.0]]), np.array([[10.0], [10.5], [13.5], [14.0]])]
     np.save(tmp_path / "start.npy", np.array([[1.0], [12.0], [100.0]]))
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
+    federation = InMemoryFederation(parts)
 
     def run(rounds):
         return FederatedMiniBatchKMeans(3, init=str(tmp_path / "start.npy"), tol=0.0, num_rounds=rounds,
-                                        reseed_patience=2, seed=4).fit(grid)
+                                        reseed_patience=2, seed=4).fit(federation)
 
     one = run(1)
     np.testing.assert_array_equal(one.centroids.ravel(), [1.0, 12.0, 100.0])
@@ -121,7 +120,7 @@ def test_starved_cluster_is_reseeded_next_to_the_largest(tmp_path, flwr_log):
     np.testing.assert_allclose(sorted(three.centroids.ravel()), [1.0, 10.25, 13.75], rtol=1e-15)
     assert (three.centroids[2, 0] > 12.0) == (two.centroids[2, 0] > 12.0)
     never = FederatedMiniBatchKMeans(3, init=str(tmp_path / "start.npy"), tol=0.0, num_rounds=3,
-                                     reseed_patience=2, reseed_fraction=0.0).fit(grid)
+                                     reseed_patience=2, reseed_fraction=0.0).fit(federation)
     assert never.centroids[2, 0] == 100.0
 
 
@@ -147,12 +146,12 @@ def test_bad_parameters_are_refused():
             FederatedMiniBatchKMeans(2, **kwargs)
 
 
-def triebe_run(tmp_path, seed, **kwargs):
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / f"parts{seed}", triebe_parts(seed)))
+def triebe_run(seed, **kwargs):
+    federation = InMemoryFederation(triebe_parts(seed))
     # The paper's setting: C = 0.1, E = 1, B = infinity, T = 200, alpha = (1, 0.5), beta = 1.
     options = dict(participation=0.1, local_steps=1, batch_size=0, num_rounds=200, tol=0.0,
                    lr=1.0, momentum=0.5, client_lr=1.0, seed=seed)
-    return FederatedMiniBatchKMeans(5, **{**options, **kwargs}).fit(grid)
+    return FederatedMiniBatchKMeans(5, **{**options, **kwargs}).fit(federation)
 
 
 def centre_errors(centroids):
@@ -164,8 +163,8 @@ def centre_errors(centroids):
     return cost[rows, cols]
 
 
-def test_triebe_data_recovers_the_five_clusters(tmp_path):
-    result = triebe_run(tmp_path, 0, n_init=3)
+def test_triebe_data_recovers_the_five_clusters():
+    result = triebe_run(0, n_init=3)
     train = [r for r in result.history if r.phase == "train"]
     assert len(train) == 600 and all(r.clients_sampled == 5 for r in train)
     # Every mean gets its own centroid, within a quarter of the spacing of the means
@@ -178,23 +177,23 @@ def test_triebe_data_recovers_the_five_clusters(tmp_path):
     assert result.score == pytest.approx(d2.mean(), rel=1e-12) and result.score < 0.05
 
 
-def test_runs_are_reproducible(tmp_path):
-    a = triebe_run(tmp_path, 1, num_rounds=20, batch_size=3, local_steps=2, client_lr=0.5)
-    b = triebe_run(tmp_path, 1, num_rounds=20, batch_size=3, local_steps=2, client_lr=0.5)
+def test_runs_are_reproducible():
+    a = triebe_run(1, num_rounds=20, batch_size=3, local_steps=2, client_lr=0.5)
+    b = triebe_run(1, num_rounds=20, batch_size=3, local_steps=2, client_lr=0.5)
     np.testing.assert_array_equal(a.centroids, b.centroids)
     assert [r.participants for r in a.history] == [r.participants for r in b.history]
 
 
 @pytest.mark.slow
-def test_triebe_data_over_twenty_seeds(tmp_path):
-    worst = np.array([triebe_run(tmp_path, seed, n_init=3).centroids for seed in range(20)])
+def test_triebe_data_over_twenty_seeds():
+    worst = np.array([triebe_run(seed, n_init=3).centroids for seed in range(20)])
     errors = np.array([centre_errors(c).max() for c in worst])
     # 19 of 20 seeds put every centroid within 0.25 of its mean (median largest error 0.09).
     assert np.sum(errors < 0.25) >= 19
     assert np.median(errors) < 0.12
 
 
-def test_default_reseeding_leaves_a_hundred_separated_clusters_alone(tmp_path):
+def test_default_reseeding_leaves_a_hundred_separated_clusters_alone():
     # 100 well-separated blobs (sd 0.01 in [-1, 1]^2) of 30 points and 100 uniform noise
     # points over 10 IID clients. DWF converges; fedkmeans from the same start, run past
     # its re-seeding patience (tol 0, 45 rounds), must end within 1 % of DWF's score. The
@@ -204,10 +203,10 @@ def test_default_reseeding_leaves_a_hundred_separated_clusters_alone(tmp_path):
 
     data = load_dataset("blobs", seed=0, centers=100, n_samples=3000, cluster_std=0.01)
     parts = partition_indices(len(data.X), 10, "iid", seed=0)
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", [data.X[p] for p in parts]))
+    federation = InMemoryFederation([data.X[p] for p in parts])
 
     def fit(**settings):
-        return build_strategy(RunConfig.from_mapping({"k": 100, "seed": 0, **settings})).fit(grid)
+        return build_strategy(RunConfig.from_mapping({"k": 100, "seed": 0, **settings})).fit(federation)
 
     dwf = fit(algorithm="dwf")
     assert dwf.converged

@@ -6,12 +6,7 @@ import numpy as np
 import pytest
 
 import fedcluster
-from fedcluster.numerics import (
-    frobenius_movement,
-    lloyd,
-    momentum_update,
-    weighted_centroid_mean,
-)
+from fedcluster.numerics import frobenius_movement, lloyd, momentum_update, weighted_centroid_mean
 
 SIPU = Path(fedcluster.__file__).parent / "data" / "sipu"
 
@@ -144,11 +139,7 @@ def test_momentum_update_shape_check():
 
 # -- bounded influence: share cap, trimmed mean, median, spread check ----------------
 
-from fedcluster.numerics.aggregate import (  # noqa: E402
-    cap_client_shares,
-    robust_centroid_aggregate,
-    spread_outliers,
-)
+from fedcluster.methods.dwf.kernels import cap_client_shares, robust_centroid_aggregate, spread_outliers
 
 
 def test_cap_clips_the_dominant_client_to_the_share_by_hand():

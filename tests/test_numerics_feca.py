@@ -5,17 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcluster.numerics.feca import (
-    ClusterGeometry,
-    cluster_geometry,
-    empirical_radii,
-    feca_aggregate,
-    feca_client_update,
-    group_by_radius,
-    merged_sse,
-    remove_one_fit_many,
-    theoretical_radius,
-)
+from fedcluster.methods.feca.kernels import ClusterGeometry, cluster_geometry, empirical_radii, feca_aggregate, feca_client_update, group_by_radius, merged_sse, remove_one_fit_many, theoretical_radius
 
 
 def column(*values) -> np.ndarray:

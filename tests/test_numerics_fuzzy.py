@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcluster.numerics.fuzzy import fuzzy_step, kmeans_average, memberships, summed_movement
+from fedcluster.methods.ffcm.kernels import fuzzy_step, kmeans_average, memberships, summed_movement
 
 # Centres 0 and 2 on a line; points 0.5, 1 and 3.
 HAND_X = np.array([[0.5], [1.0], [3.0]])

@@ -5,13 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcluster.numerics.garst import (
-    local_step,
-    pool_centroids,
-    seeded_clusters,
-    server_kmeans,
-    withhold_small_clusters,
-)
+from fedcluster.methods.fkm.kernels import local_step, seeded_clusters, withhold_small_clusters
+from fedcluster.numerics.pooling import pool_centroids, server_kmeans
 
 # Rows 0, 2, 4, 10, 12 on a line against global centroids 0, 6, 11, 30:
 # 0 -> 0 (d 0), 2 -> 0 (d 2, against 4 to 6), 4 -> 6 (d 2, against 4 to 0),

@@ -7,14 +7,7 @@ import pytest
 from sklearn.cluster import KMeans
 
 import fedcluster
-from fedcluster.numerics import (
-    DEFAULT_CHUNK_SIZE,
-    ClusterStats,
-    assign,
-    cluster_stats,
-    lloyd,
-    update_centroids,
-)
+from fedcluster.numerics import DEFAULT_CHUNK_SIZE, ClusterStats, assign, cluster_stats, lloyd, update_centroids
 
 SIPU = Path(fedcluster.__file__).parent / "data" / "sipu"
 

@@ -5,13 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcluster.numerics.matching import (
-    best_match_average,
-    fill_empty_slots,
-    match_average,
-    match_order,
-    match_to_reference,
-)
+from fedcluster.methods.mavg.kernels import best_match_average, fill_empty_slots, match_average
+from fedcluster.numerics.matching import match_order, match_to_reference
 
 
 def column(*values) -> np.ndarray:

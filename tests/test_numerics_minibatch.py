@@ -6,13 +6,7 @@ import numpy as np
 import pytest
 
 from fedcluster.numerics import ClusterStats
-from fedcluster.numerics.minibatch import (
-    client_kmeans,
-    count_weighted_mean,
-    minibatch_step,
-    reseed,
-    small_clusters,
-)
+from fedcluster.methods.fedkmeans.kernels import client_kmeans, count_weighted_mean, minibatch_step, reseed, small_clusters
 
 X4 = np.array([[0.0], [2.0], [10.0], [12.0]])
 START = np.array([[0.0], [10.0]])

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedcluster.server.app import PromptGrid
+from fedcluster.federation.flower import PromptGrid
 
 
 class ScriptedGrid:

@@ -19,10 +19,12 @@ from conftest import save_parts
 from fedcluster.client.app import build_client_app
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, write_partitions
-from fedcluster.methods import METHODS
-from fedcluster.server.inprocess import InProcessGrid
+from fedcluster.federation.flower import FlowerFederation
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.methods import METHODS, build_strategy
 from fedcluster.simulation import set_offline_env
-from fedcluster.strategies import RunFailed, build_strategy
+from fedcluster.strategies import RunFailed
+from inprocess import InProcessGrid
 from privacy_probe import extreme_values, leaks, recorded, recorder
 
 P = 2
@@ -78,8 +80,9 @@ def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
 
     @server.main()
     def main(grid, context):
+        federation = FlowerFederation(grid)
         for name, config in configs.items():
-            result = build_strategy(RunConfig.from_mapping(config)).fit(grid)
+            result = build_strategy(RunConfig.from_mapping(config)).fit(federation)
             (tmp_path / f"{name}.json").write_text(json.dumps(result.centroids.tolist()))
 
     run_simulation(server_app=server,
@@ -103,22 +106,24 @@ def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
 
 def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkeypatch):
     """Without the floor (its functions replaced by pass-throughs) rows leave, as before."""
-    from fedcluster.client import app, steps
+    from fedcluster.client import respond, steps
+    from fedcluster.methods.dwf import client as dwf_client
 
-    monkeypatch.setattr(app, "check_reply", lambda *args: None)
-    monkeypatch.setattr(steps, "check_rows", lambda *args: None)
+    monkeypatch.setattr(respond, "check_reply", lambda *args: None)
+    for module in (steps, dwf_client):
+        monkeypatch.setattr(module, "check_rows", lambda *args: None)
     monkeypatch.setattr(steps, "keep_large", lambda counts, p: np.ones(len(counts), dtype=bool))
     monkeypatch.setattr(steps, "private_bounds", lambda X, p: (X.min(axis=0), X.max(axis=0)))
-    monkeypatch.setattr(steps, "withhold_small",
+    monkeypatch.setattr(dwf_client, "withhold_small",
                         lambda centroids, counts, sizes, p, given, *more: (centroids, counts, *more))
     X, parts = federation_data()
     probe = tmp_path / "probe"
     probe.mkdir()
-    grid = InProcessGrid(build_client_app(mods=[recorder(probe)]),
-                         save_parts(tmp_path / "parts", parts))
+    federation = FlowerFederation(InProcessGrid(build_client_app(mods=[recorder(probe)]),
+                                                save_parts(tmp_path / "parts", parts)))
     for init in ("local-kmeans", "random"):
         build_strategy(RunConfig.from_mapping(
-            settings("dwf", {"algorithm": "dwf", "init": init}, "", str(tmp_path)))).fit(grid)
+            settings("dwf", {"algorithm": "dwf", "init": init}, "", str(tmp_path)))).fit(federation)
     replies = recorded(probe)
     found = leaks(replies, X, P)
     assert any("query.local_kmeans: result.centroids row(s)" in line for line in found), found
@@ -126,10 +131,11 @@ def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkey
     assert extreme_values(replies, parts)
 
 
-def test_a_k_as_large_as_the_data_fails_instead_of_sending_the_data(tmp_path):
+def test_a_k_as_large_as_the_data_fails_instead_of_sending_the_data():
     # Before the floor, k = 5000 over 2 clients of S1 put every row into model.pb.
     X = load_dataset("s1").X
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", [X[:2500], X[2500:]]))
+    federation = InMemoryFederation([X[:2500], X[2500:]])
     with pytest.raises(RunFailed, match="init \\(local k-means\\): 0 of 2 clients answered usably.*"
+                       "error reply \\(code 400\\): .*"
                        "2500 rows, fewer than min-cluster-size 2 x 5000 clusters = 10000"):
-        build_strategy(RunConfig.from_mapping({"k": 5000})).fit(grid)
+        build_strategy(RunConfig.from_mapping({"k": 5000})).fit(federation)

@@ -1,16 +1,18 @@
-"""DWF / EWF federated k-means through the Flower strategy and ClientApp."""
+"""DWF / EWF federated k-means through the strategy and the clients (in-memory federation)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
-from flwr.app import Array
-from flwr.clientapp import ClientApp
+from conftest import altered_replies, messages, unreadable_data
 
-from conftest import messages, save_parts
-from fedcluster.client.app import build_client_app
-from fedcluster.server.inprocess import InProcessGrid
-from fedcluster.strategies import RunFailed, WeightedFederatedKMeans
+from fedcluster.client.respond import CLIENT_FAILURE
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.methods.dwf.client import LLOYD
+from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
+from fedcluster.strategies import RunFailed
 
 
 def reference_lloyd(X: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, float]:
@@ -28,8 +30,7 @@ def iid_parts(X, n_clients, seed=0):
 
 
 def run(tmp_path, parts, k, **kwargs):
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
-    return WeightedFederatedKMeans(k, **kwargs).fit(grid)
+    return WeightedFederatedKMeans(k, **kwargs).fit(InMemoryFederation(parts))
 
 
 @pytest.fixture
@@ -197,45 +198,37 @@ def test_n_init_keeps_the_restart_with_the_best_exact_score(tmp_path, s1):
     assert (best.best_restart == 0) == (best.score == first.score)
 
 
-def corrupting_app() -> ClientApp:
-    """A ClientApp that damages its train replies as node_config['corrupt'] says."""
-    real = build_client_app()
-    app = ClientApp()
+def corrupting(mode):
+    """A client that damages its train replies as ``mode`` says (other replies are honest)."""
 
-    @app.train()
-    def train(msg, context):
-        reply = real(msg, context)
-        mode = context.node_config.get("corrupt")
-        arrays = reply.content["result"]
+    def change(summary, request, node_config):
+        if request.kind != LLOYD:
+            return summary
         if mode == "nan":
-            bad = arrays["centroids"].numpy().copy()
+            bad = summary.centroids.copy()
             bad[0, 0] = np.nan
-            arrays["centroids"] = Array(bad)
-        elif mode == "shape":
-            arrays["centroids"] = Array(arrays["centroids"].numpy()[:-1])
-        elif mode == "negative":
-            bad = arrays["counts"].numpy().copy()
+            return dataclasses.replace(summary, centroids=bad)
+        if mode == "shape":
+            return dataclasses.replace(summary, centroids=summary.centroids[:-1])
+        if mode == "negative":
+            bad = summary.counts.copy()
             bad[0] = -1.0
-            arrays["counts"] = Array(bad)
-        elif mode == "raise":
-            raise RuntimeError("simulated crash in the ClientApp")
-        return reply
+            return dataclasses.replace(summary, counts=bad)
+        if mode == "raise":
+            raise RuntimeError("simulated crash in the client")
+        raise AssertionError(mode)
 
-    for register, name in ((app.evaluate, None), (app.query, "bounds"), (app.query, "local_kmeans")):
-        (register(name) if name else register())(lambda msg, context: real(msg, context))
-    return app
+    return altered_replies(change)
 
 
 def test_bad_clients_are_rejected_logged_and_the_run_goes_on(tmp_path, s1, s1_start, flwr_log):
     path, _ = s1_start
     parts = iid_parts(s1, 6)
-    configs = save_parts(tmp_path / "parts", parts)
-    for config, mode in zip(configs, ["nan", "shape", "negative", "raise"]):
-        config["corrupt"] = mode
-    configs[4]["data-path"] = str(tmp_path / "missing.npy")
-    grid = InProcessGrid(corrupting_app(), configs)
+    responders = {i: corrupting(mode) for i, mode in enumerate(["nan", "shape", "negative", "raise"])}
+    responders[4] = unreadable_data(tmp_path / "missing.npy")
+    federation = InMemoryFederation(parts, responders=responders)
     result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=2,
-                                     min_answer_fraction=0.1).fit(grid)
+                                     min_answer_fraction=0.1).fit(federation)
 
     good = parts[5]
     C = np.load(path)
@@ -244,25 +237,25 @@ def test_bad_clients_are_rejected_logged_and_the_run_goes_on(tmp_path, s1, s1_st
     np.testing.assert_allclose(result.centroids, C, rtol=1e-12)
     for record in (r for r in result.history if r.phase == "train"):
         assert (record.clients_sampled, record.clients_answered, record.clients_rejected) == (6, 1, 5)
-        assert record.participants == (grid.node_ids[5],)
+        assert record.participants == (5,)
     log = messages(flwr_log)
-    node = grid.node_ids
-    assert f"rejected node {node[0]}: malformed reply: 'centroids' has non-finite values" in log
-    assert (f"rejected node {node[1]}: malformed reply: 'centroids' has shape (14, 2), "
+    assert "rejected node 0: malformed reply: 'centroids' has non-finite values" in log
+    assert ("rejected node 1: malformed reply: 'centroids' has shape (14, 2), "
             "expected (15, 2)" in log)
-    assert f"rejected node {node[2]}: malformed reply: 'counts' has negative values" in log
-    assert f"rejected node {node[3]}: error reply (code 2): RuntimeError: simulated crash" in log
-    assert f"rejected node {node[4]}: error reply (code 400): client data" in log
+    assert "rejected node 2: malformed reply: 'counts' has negative values" in log
+    assert (f"rejected node 3: error reply (code {CLIENT_FAILURE}): RuntimeError: simulated crash"
+            in log)
+    assert "rejected node 4: error reply (code 400): client data" in log
     assert "missing.npy" in log
 
 
 def test_unreachable_client_is_reported_missing(tmp_path, s1, s1_start, flwr_log):
     path, _ = s1_start
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", iid_parts(s1, 3)))
-    first, lost, third = grid.node_ids
-    grid.unreachable.add(lost)
+    federation = InMemoryFederation(iid_parts(s1, 3))
+    first, lost, third = federation.node_ids()
+    federation.unreachable.add(lost)
     result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=1,
-                                     round_timeout=0.1).fit(grid)
+                                     round_timeout=0.1).fit(federation)
     train = [r for r in result.history if r.phase == "train"]
     assert train[0].participants == tuple(sorted((first, third)))
     assert f"no reply within 0.1 s from node(s) [{lost}]" in messages(flwr_log)
@@ -270,39 +263,42 @@ def test_unreachable_client_is_reported_missing(tmp_path, s1, s1_start, flwr_log
 
 def test_round_without_usable_reply_fails_the_run(tmp_path, s1, s1_start):
     path, start = s1_start
-    configs = [{"data-path": str(tmp_path / "nothing.npy")}]
-    grid = InProcessGrid(build_client_app(), configs)
+    federation = InMemoryFederation([start], responders={0: unreadable_data(tmp_path / "nothing.npy")})
     strategy = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=2)
     with pytest.raises(RunFailed, match=(
-            rf"round 1: 0 of 1 clients answered usably, min-answer-fraction 0.5 needs 1 "
-            rf"\(node {grid.node_ids[0]}: error reply \(code 400\): client data .*nothing.npy")):
-        strategy.fit(grid)
+            r"round 1: 0 of 1 clients answered usably, min-answer-fraction 0.5 needs 1 "
+            r"\(node 0: error reply \(code 400\): client data .*nothing.npy")):
+        strategy.fit(federation)
 
 
 @pytest.mark.parametrize(("answering", "fails"), [(3, True), (6, False)])
 def test_a_minority_of_answers_fails_the_round(tmp_path, s1, s1_start, answering, fails):
     path, _ = s1_start
-    configs = save_parts(tmp_path / "parts", iid_parts(s1, 12))
-    for config in configs[answering:]:
-        config["data-path"] = str(tmp_path / "missing.npy")
+    missing = unreadable_data(tmp_path / "missing.npy")
+    federation = InMemoryFederation(iid_parts(s1, 12),
+                                    responders={i: missing for i in range(answering, 12)})
     strategy = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=1)
-    grid = InProcessGrid(build_client_app(), configs)
     if fails:
         with pytest.raises(RunFailed, match="3 of 12 clients answered usably, "
                            "min-answer-fraction 0.5 needs 6 .*; 7 more rejected"):
-            strategy.fit(grid)
+            strategy.fit(federation)
     else:
-        [train] = [r for r in strategy.fit(grid).history if r.phase == "train"]
+        [train] = [r for r in strategy.fit(federation).history if r.phase == "train"]
         assert (train.clients_sampled, train.clients_answered, train.clients_rejected) == (12, 6, 6)
 
 
-def test_flower_start_returns_a_result(tmp_path, s1, s1_start):
-    from flwr.app import ArrayRecord
+def test_explicit_start_replaces_init_and_gives_flowers_result(tmp_path, s1, s1_start):
+    # What FlowerStrategy.start(grid, initial_arrays, num_rounds) does to the strategy
+    # (explicit_start, num_rounds), then its Result (to_result).
+    from fedcluster.federation.flower import to_result
 
-    path, start = s1_start
-    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", iid_parts(s1, 2)))
+    _, start = s1_start
     strategy = WeightedFederatedKMeans(15, init="random", tol=0.0)
-    result = strategy.start(grid, ArrayRecord({"centroids": Array(start)}), num_rounds=3)
+    strategy.explicit_start = start
+    strategy.num_rounds = 3
+    run_result = strategy.fit(InMemoryFederation(iid_parts(s1, 2)))
+    assert [r.phase for r in run_result.history] == ["train"] * 3
+    result = to_result(run_result)
     expected = start
     for _ in range(3):
         expected, _ = reference_lloyd(s1, expected)

@@ -1,19 +1,16 @@
 """Running a benchmark grid: every run in-process, both cores, resumable.
 
-Each run partitions its dataset and drives the method's Flower strategy and the
-unchanged ClientApp through :class:`~fedcluster.server.inprocess.InProcessGrid`:
-the same code as a Flower simulation or a deployment, without Ray's start-up.
+Each run partitions its dataset and runs the method's strategy over an
+:class:`~fedcluster.federation.memory.InMemoryFederation`: the clients answer
+with the same code as in a Flower simulation or a deployment (which gives the
+same result with full participation), without messages or Ray's start-up.
 The quality metrics are computed federatedly (each client's sufficient
 statistics, combined; labels never leave a client) by :mod:`fedcluster.metrics`.
 
 Memory. A grid runs many federations in one process (per worker), so a run
-must leave nothing behind. The clients' rows are not written to partition files
-(which the ClientApp's cache, keyed by path, kept for the life of the process:
-every run added a copy of the data). Instead the run copies the dataset's rows
-once, in partition order, and serves each client a view of its slice from
-memory (:func:`fedcluster.client.data.serve_rows`, a ``data-memory`` node
-config that the unchanged ClientApp resolves like a file); when the run ends,
-those rows and everything the ClientApp cached from them are dropped. A worker
+must leave nothing behind. The clients' rows are not written to files: the
+run copies the dataset's rows once, in partition order, gives each client a
+view of its slice, and drops them when the run ends. A worker
 so holds at most the dataset (loaded once per process: fixed datasets are
 cached under one key whatever the run's seed, generated ones per draw, at most
 :data:`DATASET_CACHE` draws) and one run's partitioned copy: about twice the
@@ -118,12 +115,10 @@ def execute(run: RunSpec, parts: tuple[np.ndarray, ...] | None = None) -> dict[s
     ``parts``: the run's partition (row indices per client) where the caller has
     it; computed here otherwise.
     """
-    # Imported here: rendering a report from finished runs needs no Flower.
-    from ..client.app import build_client_app
-    from ..client.data import serve_rows
+    # Imported here: rendering a report from finished runs needs no client code.
+    from ..federation.memory import InMemoryFederation
+    from ..methods import build_strategy
     from ..metrics import combine, local_statistics
-    from ..server.inprocess import InProcessGrid
-    from ..strategies import build_strategy
 
     row: dict[str, Any] = {"run_id": run.run_id, "method": run.method,
                            "algorithm": run.settings["algorithm"], "dataset": run.dataset,
@@ -135,9 +130,7 @@ def execute(run: RunSpec, parts: tuple[np.ndarray, ...] | None = None) -> dict[s
         if parts is None:
             parts = cached_partition(run.dataset, run.split, run.clients, run.seed)
         rows, labels = client_rows(data, parts)
-        with serve_rows(rows) as node_configs:
-            grid = InProcessGrid(build_client_app(), node_configs)
-            result = build_strategy(run.config()).fit(grid)
+        result = build_strategy(run.config()).fit(InMemoryFederation(rows))
         wall = time.perf_counter() - started
         stats = [local_statistics(X, result.centroids, y) for X, y in zip(rows, labels)]
         del rows

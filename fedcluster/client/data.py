@@ -2,10 +2,6 @@
 
 In order of precedence:
 
-0. ``node_config["data-memory"]``: rows that this same process serves from
-   memory with :func:`serve_rows` (the in-process benchmark runner, which so
-   writes no partition files; a node config naming rows that are not, or no
-   longer, served is refused).
 1. ``node_config["data-path"]``: a deployment's SuperNode names its own file
    (``.npy``, ``.npz``, ``.csv`` with a header, ``.txt``).
 2. ``partitions-dir`` in the run config and ``node_config["partition-id"]``: the
@@ -23,30 +19,26 @@ process that serves many clients of a simulation holds their parts, which
 together are one copy of the dataset. A file that changes (modification time
 or size) is read again and replaces its entry.
 
-A process that runs many federations one after the other (a benchmark grid)
-must not keep every federation's rows: :func:`serve_rows` forgets its rows,
-and the arrays cached from them, when its ``with`` block ends, and
 :func:`forget` drops the cached arrays of given sources (:func:`cached_sources`
-lists them).
+lists them). Clients that are arrays in the server's process (the library,
+the benchmark runner) need none of this: see
+:class:`fedcluster.federation.memory.InMemoryFederation`.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..data import DataError, load_dataset, partition_file, partition_indices, read_points, validate_points
+from ..data import DataError, load_dataset, partition_file, partition_indices, read_points
 from ..numerics import get_namespace
 
-MEMORY_KEY = "data-memory"
 DATA_PATH_KEY = "data-path"
 PARTITION_ID_KEY = "partition-id"
 NUM_PARTITIONS_KEY = "num-partitions"
@@ -81,7 +73,7 @@ def clear_cache() -> None:
 
 
 def cached_sources() -> list[tuple]:
-    """The source keys (``("file", path)``, ``("memory", token, i)``, ...) with a cached array."""
+    """The source keys (``("file", path)``, ...) with a cached array."""
     with _LOCK:
         return list(dict.fromkeys(key for key, _ in _CACHE))
 
@@ -97,49 +89,14 @@ def forget(sources: Iterable[tuple]) -> int:
     return len(gone)
 
 
-@contextmanager
-def serve_rows(parts: Sequence[Any]) -> Iterator[list[dict[str, str]]]:
-    """Serve ``parts`` (one point matrix per client) to this process's ClientApps from memory.
-
-    Yields one node config per part, ``{"data-memory": "<token>:<i>",
-    "partition-id": i}``, for an in-process grid
-    (:class:`~fedcluster.server.inprocess.InProcessGrid`): the unchanged
-    ClientApp finds its rows through :func:`local_data` as it would find a
-    file, but nothing is written or read, and the rows are not copied (views
-    of one array serve as they are); the partition id is the client's sampling
-    key, as in a simulation. When the block ends the parts are
-    no longer served and every array cached from them is dropped, so a process
-    that runs federation after federation holds only the current one's rows.
-
-    Raises
-    ------
-    DataError
-        A part is not a valid point matrix (named by its index).
-    """
-    checked = [validate_points(part, source=f"in-memory client data {i}") for i, part in enumerate(parts)]
-    token = uuid.uuid4().hex
-    with _LOCK:
-        _SERVED[token] = checked
-    try:
-        yield [{MEMORY_KEY: f"{token}:{i}", PARTITION_ID_KEY: i} for i in range(len(checked))]
-    finally:
-        with _LOCK:
-            del _SERVED[token]
-        forget(("memory", token, i) for i in range(len(checked)))
-
-
 #: (source key, array module name) -> (stamp, rows on that device).
 _CACHE: dict[tuple, tuple[Any, Any]] = {}
-#: serve_rows token -> the parts it serves.
-_SERVED: dict[str, list[np.ndarray]] = {}
 _LOCK = threading.Lock()
 
 
 def _source(node_config: Mapping[str, Any], settings: Mapping[str, Any]
             ) -> tuple[tuple, Any, Callable[[], np.ndarray]]:
     """``(key, stamp, load)``: what identifies the rows, their version, and how to read them."""
-    if MEMORY_KEY in node_config:
-        return _memory_source(str(node_config[MEMORY_KEY]))
     if DATA_PATH_KEY in node_config:
         path = Path(str(node_config[DATA_PATH_KEY])).expanduser().resolve()
         return ("file", str(path)), _stamp(path), lambda: read_points(path)
@@ -169,17 +126,6 @@ def _source(node_config: Mapping[str, Any], settings: Mapping[str, Any]
         return X[parts[partition_id]]
 
     return ("split", *split, partition_id), None, load
-
-
-def _memory_source(name: str) -> tuple[tuple, Any, Callable[[], np.ndarray]]:
-    token, _, index = name.partition(":")
-    with _LOCK:
-        parts = _SERVED.get(token)
-    if parts is None or not index.isdigit() or int(index) >= len(parts):
-        raise DataError(f"{MEMORY_KEY} {name!r}: no such rows are served in this process "
-                        "(in-memory client data exists only inside fedcluster.client.data.serve_rows)")
-    rows = parts[int(index)]
-    return ("memory", token, int(index)), None, lambda: rows
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..numerics import to_numpy
-from ..protocol import ClientSummary, ProtocolError, request_setting
+from ..messages import ClientSummary, ProtocolError, request_setting
 
 #: The run-config and node-config key of p.
 MIN_CLUSTER_SIZE_KEY = "min-cluster-size"

@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 
-from ..numerics import cluster_stats, kmeans, lloyd, namespace_of, to_numpy
-from ..protocol import ClientSummary, ProtocolError, request_setting
-from .privacy import MIN_CLUSTER_SIZE_KEY, check_rows, keep_large, private_bounds, withhold_small
+from ..numerics import cluster_stats, kmeans, namespace_of, to_numpy
+from ..messages import ClientSummary, ProtocolError, request_setting
+from .privacy import MIN_CLUSTER_SIZE_KEY, check_rows, keep_large, private_bounds
 
 
 def positive(value) -> bool:
@@ -43,35 +43,6 @@ def chunk_size(config: dict) -> int:
 def min_cluster_size(config: dict) -> int:
     """p of the privacy floor, which the ClientApp has set in ``config`` (see :mod:`.privacy`)."""
     return request_setting(config, MIN_CLUSTER_SIZE_KEY, int, positive)
-
-
-def lloyd_request(X, centroids, config: dict) -> ClientSummary:
-    """Up to ``local-steps`` Lloyd steps from the global centroids (DWF Algorithm 2).
-
-    The counts are the numbers of local points assigned to each *global*
-    centroid (the DWF weights, eq. 7) and ``sse`` is the local sum of squared
-    distances to the global centroids; both come from the first assignment.
-    Empty clusters keep their global centroid. Privacy floor: a cluster of
-    fewer than ``min-cluster-size`` rows, in the first assignment or in the
-    last (the one behind the sent centroid), is withheld like an empty one:
-    its global centroid goes back with count 0, which the server's weighted
-    mean leaves out (eq. 4-5).
-    """
-    xp = namespace_of(X)
-    given = need_centroids(centroids)
-    p = min_cluster_size(config)
-    check_rows(int(X.shape[0]), p, len(given))
-    result = lloyd(
-        X,
-        xp.asarray(given),
-        max_iter=request_setting(config, "local-steps", int, positive),
-        tol=request_setting(config, "tol", float, non_negative),
-        chunk_size=chunk_size(config),
-    )
-    sent, counts = withhold_small(to_numpy(result.centroids), to_numpy(result.first.counts),
-                                  to_numpy(result.counts), p, given)
-    return ClientSummary(n=int(X.shape[0]), centroids=sent, counts=counts,
-                         sse=float(result.first.inertia))
 
 
 def evaluate_request(X, centroids, config: dict) -> ClientSummary:

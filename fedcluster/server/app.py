@@ -2,83 +2,20 @@
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from logging import INFO
 from pathlib import Path
 from typing import Any
 
-from flwr.app import Context, Message, RecordDict
-from flwr.common.logger import log
+from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from ..config import RunConfig
-from ..strategies import build_strategy
-from .artifacts import RunResult, write_run
-
-
-class PromptGrid(Grid):
-    """Flower's grid, with a shorter wait between two pulls of replies.
-
-    Flower 1.39's deployment grid sleeps 3 s between pulls in
-    ``send_and_receive`` (its simulation grid 0.1 s), so the server learns of
-    the last reply up to 3 s late in every round. This grid pushes the same
-    messages and pulls at once, then after pauses that start at
-    `first_pause` and double up to `longest_pause` while nothing new comes
-    (back to `first_pause` when a reply comes): at most ``1 / longest_pause``
-    pull requests a second to the SuperLink, about what one more SuperNode
-    costs it. It stops when every pushed message has its reply or `timeout`
-    has passed, like Flower's. Everything else is the wrapped grid's.
-    """
-
-    def __init__(self, grid: Grid, *, first_pause: float = 0.01, longest_pause: float = 0.25
-                 ) -> None:
-        self.grid = grid
-        self.first_pause = first_pause
-        self.longest_pause = longest_pause
-
-    def set_run(self, run) -> None:
-        self.grid.set_run(run)
-
-    @property
-    def run(self):
-        return self.grid.run
-
-    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int,
-                       group_id: str, ttl: float | None = None) -> Message:
-        return self.grid.create_message(content, message_type, dst_node_id, group_id, ttl)
-
-    def get_node_ids(self) -> Iterable[int]:
-        return self.grid.get_node_ids()
-
-    def get_nodes(self):
-        return self.grid.get_nodes()
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        return self.grid.push_messages(messages)
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        return self.grid.pull_messages(message_ids)
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None
-                         ) -> Iterable[Message]:
-        """Push `messages`, then pull their replies until all came or `timeout` passed."""
-        # A message the SuperLink refused has no id (None) and gets no reply.
-        waiting = {i for i in self.grid.push_messages(messages) if i}
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = self.first_pause
-        replies: list[Message] = []
-        while waiting:
-            pulled = list(self.grid.pull_messages(list(waiting)))
-            replies.extend(pulled)
-            waiting -= {m.metadata.reply_to_message_id for m in pulled}
-            pause = self.first_pause if pulled else min(2 * pause, self.longest_pause)
-            left = math.inf if deadline is None else deadline - time.monotonic()
-            if not waiting or left <= 0:
-                break
-            time.sleep(min(pause, left))
-        return replies
+from ..federation.flower import FlowerFederation
+from ..logs import log
+from ..methods import build_strategy
+from ..results import RunResult
+from .artifacts import write_run
 
 
 def run_federation(grid: Grid, config: RunConfig) -> tuple[RunResult, dict[str, Path]]:
@@ -86,15 +23,15 @@ def run_federation(grid: Grid, config: RunConfig) -> tuple[RunResult, dict[str, 
 
     ``out_dir`` is resolved against the working directory of the process that
     runs the ServerApp (a deployment's SuperExec): give an absolute path there.
-    Replies are pulled through a :class:`PromptGrid`.
     """
-    result = build_strategy(config).fit(PromptGrid(grid))
+    result = build_strategy(config).fit(FlowerFederation(grid))
     paths = write_run(result, Path(config.out_dir).resolve())
     log(INFO, "Wrote %s", ", ".join(str(p) for p in paths.values()))
     return result, paths
 
 
-def build_server_app(overrides: Mapping[str, Any] | None = None) -> ServerApp:
+def build_server_app(overrides: Mapping[str, Any] | None = None,
+                     on_result: Callable[[RunResult], None] | None = None) -> ServerApp:
     """Create the ServerApp.
 
     Parameters
@@ -102,13 +39,18 @@ def build_server_app(overrides: Mapping[str, Any] | None = None) -> ServerApp:
     overrides : mapping, optional
         Settings that take precedence over the run config; the command line
         binds its options here because ``run_simulation`` passes no run config.
+    on_result : callable, optional
+        Called with the run's result once its files are written (a simulation
+        runs the ServerApp in its own process and takes the result from here).
     """
     bound = dict(overrides or {})
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_federation(grid, RunConfig.from_mapping({**context.run_config, **bound}))
+        result, _ = run_federation(grid, RunConfig.from_mapping({**context.run_config, **bound}))
+        if on_result is not None:
+            on_result(result)
 
     return app
 

@@ -26,8 +26,8 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from dataclasses import asdict
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from google.protobuf.message import DecodeError
 import fedcluster
 from fedcluster.data.atomic import atomic_write
 from fedcluster.proto import cluster_model_pb2 as pb
+from fedcluster.results import PHASES, ArtifactError, RoundRecord, RunResult, SettingScalar
 
 __all__ = [
     "HISTORY_COLUMNS",
@@ -77,7 +78,6 @@ HISTORY_COLUMNS = (
     "clients_rejected",
     "participants",
 )
-PHASES = ("init", "train")
 
 #: The first field of every model file: tells a fedcluster model from other data.
 MODEL_FORMAT = "fedcluster-model"
@@ -91,177 +91,8 @@ _SHA256_SIZE = hashlib.sha256().digest_size
 #: client set (up to ``k-prime``).
 _K_MAY_DIFFER = frozenset({"feca", "mavg"})
 
-#: Types a setting may have; each maps to one case of the proto's SettingValue.
-SettingScalar = int | float | str | bool
 PathLike = str | os.PathLike[str]
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-class ArtifactError(ValueError):
-    """A model file is damaged, truncated, incomplete, or not a fedcluster model.
-
-    Raised by :func:`read_model` with a one-line message that starts with the
-    file's path and says what is wrong; the command line prints it as
-    ``fedcluster: error: ...`` and exits with status 2.
-    """
-
-
-def _non_negative_int(name: str, value: Any) -> int:
-    """Return ``value`` as a Python int (numpy integers accepted), checking >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-    return int(value)
-
-
-@dataclass
-class RoundRecord:
-    """One server round of one restart (mirrors ``fedcluster.v1.RoundRecord``).
-
-    Attributes
-    ----------
-    restart : int
-        Restart index, 0-based.
-    round : int
-        Server round number.
-    movement : float
-        How far the centroids moved in the round (NaN when not defined).
-    score : float
-        Federated score ``sum(SSE) / sum(n)`` reported by the round's clients
-        for the centroids the round started from; NaN when unknown.
-    clients_sampled, clients_answered, clients_rejected : int
-        Clients asked; clients whose answers passed the checks and were used;
-        answers rejected (error or malformed replies). A client silent until
-        the round timeout counts in neither of the last two.
-    participants : tuple of int
-        Node ids of the clients whose answers were used.
-    phase : {"init", "train"}
-        Building the initial centroids, or updating them.
-    """
-
-    restart: int
-    round: int
-    movement: float
-    score: float
-    clients_sampled: int
-    clients_answered: int
-    clients_rejected: int
-    participants: tuple[int, ...] = ()
-    phase: str = "train"
-
-    def __post_init__(self) -> None:
-        if self.phase not in PHASES:
-            raise ValueError(f"RoundRecord.phase must be one of {PHASES}, got {self.phase!r}")
-        # The proto stores these as unsigned integers.
-        for name in ("restart", "round", "clients_sampled", "clients_answered", "clients_rejected"):
-            setattr(self, name, _non_negative_int(f"RoundRecord.{name}", getattr(self, name)))
-        self.movement = float(self.movement)
-        self.score = float(self.score)
-        self.participants = tuple(int(p) for p in self.participants)
-        if any(p < 0 for p in self.participants):
-            raise ValueError("RoundRecord.participants must be non-negative node ids")
-
-
-@dataclass(eq=False)  # numpy fields make field-wise == ambiguous
-class RunResult:
-    """The outcome of a federated clustering run.
-
-    Attributes
-    ----------
-    algorithm : str
-        Algorithm name, e.g. ``"dwf"``.
-    settings : dict of str to int, float, str or bool
-        The algorithm's validated settings.
-    centroids : numpy.ndarray
-        Final centroids, ``float64``, shape ``(k, d)``.
-    counts : numpy.ndarray
-        Points (or weights) per centroid, ``float64``, shape ``(k,)``.
-    score : float
-        Final federated score ``sum(SSE) / sum(n)``; NaN if unknown.
-    n_points : int
-        Total points over the clients.
-    rounds : int
-        Training rounds run.
-    converged : bool
-        Whether the convergence tolerance was met.
-    best_restart : int
-        Index of the restart whose centroids were kept.
-    history : list of RoundRecord
-        Every round of every restart, in order.
-    created : datetime.datetime
-        Time zone-aware creation time, stored in UTC; defaults to now.
-    version : str
-        fedcluster version that produced the result.
-    """
-
-    algorithm: str
-    settings: dict[str, SettingScalar]
-    centroids: np.ndarray
-    counts: np.ndarray
-    score: float
-    n_points: int
-    rounds: int
-    converged: bool
-    best_restart: int
-    history: list[RoundRecord] = field(default_factory=list)
-    created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    version: str = fedcluster.__version__
-
-    def __post_init__(self) -> None:
-        if not self.algorithm:
-            raise ValueError("RunResult.algorithm must not be empty")
-        centroids = np.array(self.centroids, dtype=np.float64)
-        if centroids.ndim != 2 or 0 in centroids.shape:
-            raise ValueError(
-                f"RunResult.centroids must have shape (k, d) with k, d >= 1, got {centroids.shape}"
-            )
-        if not np.all(np.isfinite(centroids)):
-            raise ValueError("RunResult.centroids contains NaN or infinite values")
-        counts = np.array(self.counts, dtype=np.float64)
-        if counts.shape != (len(centroids),):
-            raise ValueError(
-                f"RunResult.counts must have shape ({len(centroids)},), got {counts.shape}"
-            )
-        if self.created.tzinfo is None:
-            raise ValueError(
-                "RunResult.created must be time zone-aware (e.g. datetime.now(timezone.utc))"
-            )
-        for name in ("n_points", "rounds", "best_restart"):
-            setattr(self, name, _non_negative_int(f"RunResult.{name}", getattr(self, name)))
-        self.centroids = centroids
-        self.counts = counts
-        self.score = float(self.score)
-        self.converged = bool(self.converged)
-        self.created = self.created.astimezone(timezone.utc)
-        self.settings = _checked_settings(self.settings)
-
-    @property
-    def n_clusters(self) -> int:
-        """Number of centroids ``k``."""
-        return int(self.centroids.shape[0])
-
-    @property
-    def dimension(self) -> int:
-        """Number of features ``d``."""
-        return int(self.centroids.shape[1])
-
-
-def _checked_settings(settings: dict[str, Any]) -> dict[str, SettingScalar]:
-    """Return a copy with numpy scalars as Python scalars, rejecting other types."""
-    checked: dict[str, SettingScalar] = {}
-    for key, value in settings.items():
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"setting names must be non-empty strings, got {key!r}")
-        if isinstance(value, np.generic):
-            value = value.item()
-        if not isinstance(value, (bool, int, float, str)):
-            raise ValueError(
-                f"setting {key!r}: expected bool, int, float or str, got {type(value).__name__}"
-            )
-        if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
-            raise ValueError(f"setting {key!r}: integer {value} does not fit in 64 bits")
-        checked[key] = value
-    return checked
 
 
 # -- protobuf -------------------------------------------------------------------

@@ -1,33 +1,15 @@
-"""Server-side aggregation: one Flower ``Strategy`` per method (see :mod:`fedcluster.methods`)."""
+"""The server side every method shares: restarts, sampling, checked exchanges, rounds.
+
+Each method's own server side (:mod:`fedcluster.methods`) subclasses
+:class:`RoundBasedStrategy` or :class:`~.oneshot.OneShotStrategy`; none of them
+imports Flower (its face is :class:`fedcluster.federation.flower.FlowerStrategy`).
+"""
 
 from __future__ import annotations
 
-from importlib import import_module
-
-from ..config import RunConfig
-from ..methods import METHODS
-from .base import ClusteringStrategy, Exchange, RunFailed
+from ..federation.base import Exchange, RunFailed
+from .base import ClusteringStrategy
+from .oneshot import OneShotStrategy
 from .rounds import RoundBasedStrategy
-from .weighted_mean import WeightedFederatedKMeans
 
-
-def strategy_class(algorithm: str) -> type[ClusteringStrategy]:
-    """The strategy class that runs ``algorithm`` (imported on first use)."""
-    module, _, name = METHODS[algorithm].strategy.partition(":")
-    return getattr(import_module(module), name)
-
-
-def build_strategy(config: RunConfig) -> ClusteringStrategy:
-    """The strategy that runs ``config.algorithm`` with the configured settings."""
-    return strategy_class(config.algorithm).from_config(config)
-
-
-__all__ = [
-    "ClusteringStrategy",
-    "Exchange",
-    "RoundBasedStrategy",
-    "RunFailed",
-    "WeightedFederatedKMeans",
-    "build_strategy",
-    "strategy_class",
-]
+__all__ = ["ClusteringStrategy", "Exchange", "OneShotStrategy", "RoundBasedStrategy", "RunFailed"]

@@ -7,7 +7,9 @@ seed, counts replies against the nodes it sent to, rejects (and logs) error
 replies and replies that fail the protocol checks, and reports who is missing.
 It also owns what every method does the same way: ``n_init`` restarts, the
 final federated score of each restart (an ``evaluate`` request to every
-connected client), the choice of the best restart, and Flower's ``start``.
+connected client) and the choice of the best restart. It talks to the clients
+only through a :class:`~fedcluster.federation.Federation`, so one strategy runs
+over Flower and in memory alike.
 """
 
 from __future__ import annotations
@@ -15,71 +17,30 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from logging import INFO, WARNING
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from flwr.common.logger import log
-from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Result, Strategy
 
-from ..config import RunConfig
-from ..protocol import (EVALUATE, ClientSummary, ProtocolError, make_request, read_reply,
-                        reply_sampling_key)
-from ..server.artifacts import RoundRecord, RunResult
+from ..federation.base import Exchange, Federation, RunFailed
+from ..logs import DETAIL, log
+from ..messages import EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
+from ..results import RoundRecord, RunResult
 
-T = TypeVar("T")
-#: ``extra`` of a log record that a quiet simulation leaves out (a detail, not progress).
-DETAIL = {"fedcluster_detail": True}
+if TYPE_CHECKING:
+    from ..config import RunConfig
+
 #: Rejected replies whose reasons a failed run's one-line message names.
 SHOWN_REASONS = 2
 
 
-class RunFailed(RuntimeError):
-    """The run cannot produce a model; the message says why in one line."""
-
-
-@dataclass
-class Exchange(Generic[T]):
-    """The outcome of one request sent to a set of clients.
-
-    Attributes
-    ----------
-    sent : list of int
-        Node ids the request went to.
-    accepted : dict
-        Decoded replies that passed the checks, by node id (sorted by id).
-    rejected : dict
-        Reason for each rejected reply, by node id.
-    """
-
-    sent: list[int]
-    accepted: dict[int, T] = field(default_factory=dict)
-    rejected: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def missing(self) -> list[int]:
-        """Nodes that sent nothing before the timeout."""
-        return [n for n in self.sent if n not in self.accepted and n not in self.rejected]
-
-    def in_content_order(self) -> list[T]:
-        """The accepted replies sorted by what they hold, not by who sent them.
-
-        Node ids differ between a simulation and a deployment and replies
-        arrive in any order; a server computation over replies in this order
-        gives the same floating-point result wherever it runs.
-        """
-        return sorted(self.accepted.values(), key=_content_key)
-
-
-class ClusteringStrategy(Strategy):
+class ClusteringStrategy:
     """Base class of the fedcluster strategies.
 
-    Subclasses set :attr:`algorithm` and implement :meth:`run_restart` (and
-    Flower's ``configure_train`` / ``aggregate_train``, which ``run_restart``
-    drives); :meth:`fit` runs the restarts, scores each and keeps the best.
+    Subclasses set :attr:`algorithm` and implement :meth:`run_restart`;
+    :meth:`fit` runs the restarts over a
+    :class:`~fedcluster.federation.Federation`, scores each and keeps the best.
+    Flower's face of a strategy is :class:`fedcluster.federation.flower.FlowerStrategy`.
 
     Parameters
     ----------
@@ -169,13 +130,9 @@ class ClusteringStrategy(Strategy):
         self.min_answer_fraction = min_answer_fraction
         self.min_cluster_size = min_cluster_size
         self.rng = np.random.default_rng(seed)
-        self._pending: list[Message] = []
-        self._scored: np.ndarray | None = None
-        #: The checked replies of the last request (its history row is made from it).
-        self.last_exchange: Exchange | None = None
         #: Node id -> the number of points its first accepted reply declared; a
         #: client's data does not change during a run, so a later reply that
-        #: declares another number is rejected (:meth:`sort_replies`).
+        #: declares another number is rejected (:meth:`exchange`).
         self.declared_rows: dict[int, int] = {}
         #: Node id -> the sampling key its replies declared (:meth:`sample_nodes`).
         self.sampling_keys: dict[int, int] = {}
@@ -212,25 +169,25 @@ class ClusteringStrategy(Strategy):
             log(INFO, "\t%s = %s", key, value, extra=DETAIL)
 
     # -- nodes -----------------------------------------------------------------
-    def wait_for_nodes(self, grid: Grid) -> list[int]:
+    def wait_for_nodes(self, federation: Federation) -> list[int]:
         """Wait (bounded) until ``min_nodes`` clients are connected; call once per run.
 
         After ``node_wait_timeout`` the run goes on with the clients that are
         there, or fails if there are none.
         """
-        return self._wait(grid, self.min_nodes)
+        return self._wait(federation, self.min_nodes)
 
-    def connected_nodes(self, grid: Grid) -> list[int]:
+    def connected_nodes(self, federation: Federation) -> list[int]:
         """The connected node ids, sorted; waits (bounded) only if there are none.
 
         Later rounds do not wait for ``min_nodes`` again: a federation that has
         lost a client goes on with the others.
         """
-        return self._wait(grid, 1)
+        return self._wait(federation, 1)
 
-    def _wait(self, grid: Grid, wanted: int) -> list[int]:
+    def _wait(self, federation: Federation, wanted: int) -> list[int]:
         deadline = time.monotonic() + self.node_wait_timeout
-        while len(nodes := sorted(grid.get_node_ids())) < wanted:
+        while len(nodes := sorted(federation.node_ids())) < wanted:
             if time.monotonic() >= deadline:
                 if not nodes:
                     raise RunFailed(
@@ -243,7 +200,7 @@ class ClusteringStrategy(Strategy):
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         return nodes
 
-    def sample_nodes(self, grid: Grid, rng: np.random.Generator) -> list[int]:
+    def sample_nodes(self, federation: Federation, rng: np.random.Generator) -> list[int]:
         """Draw this round's clients without replacement, reproducibly for a seed.
 
         The draw is of positions in an ordered list of the connected nodes,
@@ -256,7 +213,7 @@ class ClusteringStrategy(Strategy):
         initialisation except an explicit start asks all clients first, so the
         keys are known before the first sampled round.
         """
-        nodes = self.connected_nodes(grid)
+        nodes = self.connected_nodes(federation)
         if self.clients_per_round is not None:
             size = min(self.clients_per_round, len(nodes))
         else:
@@ -268,46 +225,41 @@ class ClusteringStrategy(Strategy):
         return sorted(keyed[i] for i in rng.choice(len(nodes), size=size, replace=False))
 
     # -- requests and replies --------------------------------------------------
-    def build_requests(
+    def exchange(
         self,
-        message_type: str,
+        federation: Federation,
+        kind: str,
         node_ids: Iterable[int],
         config: Mapping[str, int | float | str | bool],
+        validate: Callable[[ClientSummary], ClientSummary],
+        *,
         centroids: np.ndarray | None = None,
-    ) -> list[Message]:
-        """Requests for ``node_ids``, remembered so that replies can be matched.
-
-        Every request carries the privacy floor ``min-cluster-size``.
-        """
-        config = {**config, "min-cluster-size": self.min_cluster_size}
-        self._pending = [make_request(message_type, n, config, centroids) for n in node_ids]
-        return list(self._pending)
-
-    def sort_replies(
-        self,
-        replies: Iterable[Message],
-        read: Callable[[RecordDict], T],
         what: str,
-    ) -> Exchange[T]:
-        """Match replies to the pending requests, decode them, log every rejection.
+    ) -> Exchange[ClientSummary]:
+        """Send one request to ``node_ids``; check, log and return the replies.
 
-        An error reply names the SuperLink as its source when a node died, so
-        replies are matched through ``reply_to_message_id``, not ``src_node_id``.
+        Every request carries the privacy floor ``min-cluster-size``. Each
+        answer is matched to a node asked (others are ignored), checked with
+        ``validate`` (:func:`~fedcluster.messages.validate_reply` with what the
+        request expects) and against the number of points the node declared
+        earlier in the run; every rejection is logged with the node named,
+        and the run fails below the quorum (:meth:`check_quorum`).
         """
-        by_message = {m.metadata.message_id: m.metadata.dst_node_id for m in self._pending}
-        exchange: Exchange[T] = Exchange(sent=sorted(by_message.values()))
-        for reply in replies:
-            node = by_message.get(reply.metadata.reply_to_message_id)
-            if node is None or node in exchange.accepted or node in exchange.rejected:
-                log(WARNING, "%s: ignored an unexpected reply from node %s", what, reply.metadata.src_node_id)
+        request = Request(kind, {**config, "min-cluster-size": self.min_cluster_size}, centroids)
+        sent = sorted(set(node_ids))
+        exchange: Exchange[ClientSummary] = Exchange(sent=sent)
+        for answer in federation.ask(request, sent, self.round_timeout):
+            node = answer.node
+            if node not in sent or node in exchange.accepted or node in exchange.rejected:
+                log(WARNING, "%s: ignored an unexpected reply from node %s", what, node)
                 continue
-            if reply.has_error():
-                exchange.rejected[node] = f"error reply (code {reply.error.code}): {reply.error.reason}"
+            if answer.summary is None:
+                exchange.rejected[node] = answer.error or "no summary"
                 continue
-            if (key := reply_sampling_key(reply.content)) is not None:
-                self.sampling_keys[node] = key
+            if answer.sampling_key is not None:
+                self.sampling_keys[node] = answer.sampling_key
             try:
-                summary = read(reply.content)
+                summary = validate(answer.summary)
             except ProtocolError as exc:
                 exchange.rejected[node] = f"malformed reply: {exc}"
                 continue
@@ -322,8 +274,6 @@ class ClusteringStrategy(Strategy):
             log(WARNING, "%s: rejected node %d: %s", what, node, reason)
         if missing := exchange.missing:
             log(WARNING, "%s: no reply within %g s from node(s) %s", what, self.round_timeout, missing)
-        self._pending = []
-        self.last_exchange = exchange
         self.check_quorum(exchange, what)
         return exchange
 
@@ -355,24 +305,8 @@ class ClusteringStrategy(Strategy):
             + (f" ({'; '.join(reasons)})" if reasons else "")
         )
 
-    def exchange(
-        self,
-        grid: Grid,
-        message_type: str,
-        node_ids: Iterable[int],
-        config: Mapping[str, int | float | str | bool],
-        read: Callable[[RecordDict], ClientSummary],
-        *,
-        centroids: np.ndarray | None = None,
-        what: str,
-    ) -> Exchange[ClientSummary]:
-        """Send one request to ``node_ids`` and return the checked replies."""
-        messages = self.build_requests(message_type, node_ids, config, centroids)
-        replies = grid.send_and_receive(messages, timeout=self.round_timeout)
-        return self.sort_replies(replies, read, what)
-
     # -- the run ---------------------------------------------------------------
-    def run_restart(self, grid: Grid, restart: int, history: list[RoundRecord]
+    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
                     ) -> tuple[np.ndarray, int, bool]:
         """Run one restart; return (centroids, rounds, converged).
 
@@ -381,7 +315,7 @@ class ClusteringStrategy(Strategy):
         """
         raise NotImplementedError
 
-    def fit(self, grid: Grid) -> RunResult:
+    def fit(self, federation: Federation) -> RunResult:
         """Run ``n_init`` restarts, score each, and keep the best.
 
         Raises
@@ -390,13 +324,13 @@ class ClusteringStrategy(Strategy):
             No client connected, or no restart could be scored.
         """
         self.summary()
-        self.wait_for_nodes(grid)
+        self.wait_for_nodes(federation)
         history: list[RoundRecord] = []
         best: RunResult | None = None
         for restart in range(self.n_init):
             self.rng = np.random.default_rng([self.seed, restart])
-            centroids, rounds, converged = self.run_restart(grid, restart, history)
-            run = self.score_restart(grid, centroids, restart, rounds, converged)
+            centroids, rounds, converged = self.run_restart(federation, restart, history)
+            run = self.score_restart(federation, centroids, restart, rounds, converged)
             if run is not None and (best is None or _key(run) < _key(best)):
                 best = run
         if best is None:
@@ -406,105 +340,46 @@ class ClusteringStrategy(Strategy):
             best.rounds, "converged" if best.converged else "round limit reached")
         return best
 
-    def start(
-        self,
-        grid: Grid,
-        initial_arrays: ArrayRecord | None = None,
-        num_rounds: int | None = None,
-        timeout: float | None = None,
-        train_config: ConfigRecord | None = None,
-        evaluate_config: ConfigRecord | None = None,
-        evaluate_fn=None,
-    ) -> Result:
-        """Run :meth:`fit` and return Flower's :class:`Result`.
-
-        ``timeout`` overrides the round timeout; round-based strategies also
-        take ``initial_arrays`` (``"centroids"``) and ``num_rounds``. Train
-        metrics are keyed by round counted over all restarts.
-        """
-        if timeout is not None:
-            self.round_timeout = timeout
-        run = self.fit(grid)
-        result = Result()
-        result.arrays = ArrayRecord({"centroids": Array(run.centroids)})
-        for i, record in enumerate((r for r in run.history if r.phase == "train"), start=1):
-            result.train_metrics_clientapp[i] = MetricRecord(
-                {"movement": record.movement, "score": record.score,
-                 "clients-answered": record.clients_answered})
-        result.evaluate_metrics_clientapp[len(result.train_metrics_clientapp)] = MetricRecord(
-            {"score": run.score, "num-examples": run.n_points})
-        return result
-
     # -- the final score -------------------------------------------------------
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Ask every connected client for its counts and squared distances."""
-        self._scored = arrays["centroids"].numpy()
-        settings = {"chunk-size": self.chunk_size, "device": self.device, **dict(config)}
-        return self.build_requests(EVALUATE, self.connected_nodes(grid), settings, self._scored)
+    def score_restart(self, federation: Federation, centroids: np.ndarray, restart: int,
+                      rounds: int, converged: bool) -> RunResult | None:
+        """Score a restart's centroids over all connected clients (None if nobody answers).
 
-    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        """Federated score from per-client sums: exact and the paper's client mean."""
-        k = len(self._scored)
-        exchange = self.sort_replies(
-            replies,
-            lambda content: read_reply(content, k=k, expect=("counts", "sse"), all_counted=True),
-            f"score (round {server_round})",
+        Each client sends its counts per cluster and its sum of squared
+        distances to the centroids; the score is the exact one (all clients'
+        sum over their total number of points) or the paper's client mean.
+        """
+        k = len(centroids)
+        exchange = self.exchange(
+            federation, EVALUATE, self.connected_nodes(federation),
+            {"chunk-size": self.chunk_size, "device": self.device},
+            lambda s: validate_reply(s, k=k, expect=("counts", "sse"), all_counted=True),
+            centroids=np.ascontiguousarray(centroids), what=f"score (round {rounds})",
         )
         summaries = exchange.in_content_order()
-        if not summaries:
-            log(WARNING, "score: no client answered; the run's score is unknown")
-            return None
-        return MetricRecord({
-            "score": exact_score(summaries),
-            "client-mean-score": float(np.mean([s.sse / s.n for s in summaries])),
-            "num-examples": sum(s.n for s in summaries),
-            "counts": [float(c) for c in np.sum([s.counts for s in summaries], axis=0)],
-            "clients-answered": len(summaries),
-        })
-
-    def score_restart(self, grid: Grid, centroids: np.ndarray, restart: int, rounds: int,
-                      converged: bool) -> RunResult | None:
-        """Score a restart's centroids over all connected clients (None if nobody answers)."""
-        record = ArrayRecord({"centroids": Array(np.ascontiguousarray(centroids))})
-        messages = self.configure_evaluate(rounds, record, ConfigRecord(), grid)
-        replies = grid.send_and_receive(messages, timeout=self.round_timeout)
-        metrics = self.aggregate_evaluate(rounds, replies)
-        if metrics is None:
-            return None
-        score = metrics["score"] if self.score == "exact" else metrics["client-mean-score"]
+        exact = exact_score(summaries)
+        client_mean = float(np.mean([s.sse / s.n for s in summaries]))
+        score = exact if self.score == "exact" else client_mean
+        n_points = sum(s.n for s in summaries)
         log(INFO, "restart %d: score %.6g over %d points from %d clients", restart, score,
-            metrics["num-examples"], metrics["clients-answered"])
+            n_points, len(summaries))
         return RunResult(
             algorithm=self.algorithm,
             settings=dict(self.settings),
             centroids=np.array(centroids, dtype=np.float64),
-            counts=np.asarray(metrics["counts"], dtype=np.float64),
+            counts=np.sum([s.counts for s in summaries], axis=0).astype(np.float64),
             score=float(score),
-            n_points=int(metrics["num-examples"]),
+            n_points=int(n_points),
             rounds=rounds,
             converged=converged,
             best_restart=restart,
         )
 
 
-def _content_key(summary) -> tuple:
-    arrays = (summary.centroids, summary.counts, summary.weights, summary.radii, summary.low)
-    return (summary.n, *(b"" if a is None else a.tobytes() for a in arrays))
-
-
 def exact_score(summaries: Iterable[ClientSummary]) -> float:
     """Sum of the clients' squared distances over their total number of points."""
     summaries = list(summaries)
     return float(sum(s.sse for s in summaries) / sum(s.n for s in summaries))
-
-
-def exchange_metrics(exchange: Exchange) -> MetricRecord:
-    """How many clients were asked, answered and were rejected."""
-    return MetricRecord({"clients-sampled": len(exchange.sent),
-                         "clients-answered": len(exchange.accepted),
-                         "clients-rejected": len(exchange.rejected)})
 
 
 def round_record(restart: int, round_: int, phase: str, movement: float, score: float,

@@ -19,15 +19,14 @@ from collections import Counter
 from logging import INFO, WARNING
 
 import numpy as np
-from flwr.app import RecordDict
-from flwr.common.logger import log
-from flwr.serverapp import Grid
 
 from ..data import read_points
 from ..numerics import kfed_centres, kmeans, random_in_box
-from ..numerics.garst import pool_centroids
-from ..protocol import BOUNDS, LOCAL_KMEANS, ClientSummary, ProtocolError, read_reply
-from .base import ClusteringStrategy, Exchange, RunFailed
+from ..numerics.pooling import pool_centroids
+from ..messages import BOUNDS, LOCAL_KMEANS, ClientSummary, ProtocolError, validate_reply
+from ..federation.base import Exchange, Federation, RunFailed
+from ..logs import log
+from .base import ClusteringStrategy
 
 INIT_METHODS = ("local-kmeans", "kfed", "random")
 #: Restarts of the server's weighted k-means over the clients' centroids; it
@@ -40,15 +39,15 @@ INIT_TOL = 1e-9
 
 
 def initial_centroids(
-    strategy: ClusteringStrategy, grid: Grid, init: str, *, k_prime: int | None = None
+    strategy: ClusteringStrategy, federation: Federation, init: str, *, k_prime: int | None = None
 ) -> tuple[np.ndarray, Exchange[ClientSummary] | None]:
     """Starting centroids by the method ``init`` names (or from the file it names)."""
     if init == "local-kmeans":
-        return local_kmeans_init(strategy, grid)
+        return local_kmeans_init(strategy, federation)
     if init == "kfed":
-        return kfed_init(strategy, grid, k_prime or strategy.k)
+        return kfed_init(strategy, federation, k_prime or strategy.k)
     if init == "random":
-        return random_init(strategy, grid)
+        return random_init(strategy, federation)
     return centroids_from_file(init, strategy.k), None
 
 
@@ -60,12 +59,12 @@ def centroids_from_file(path: str, k: int) -> np.ndarray:
     return centroids
 
 
-def random_init(strategy: ClusteringStrategy, grid: Grid
+def random_init(strategy: ClusteringStrategy, federation: Federation
                 ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
     """Uniform centroids in the bounding box of all clients' data."""
     exchange = strategy.exchange(
-        grid, BOUNDS, strategy.connected_nodes(grid), {},
-        lambda content: read_reply(content, expect=("bounds",)), what="init (bounds)",
+        federation, BOUNDS, strategy.connected_nodes(federation), {},
+        lambda s: validate_reply(s, expect=("bounds",)), what="init (bounds)",
     )
     keep_common_dimension(exchange, lambda s: s.low.shape[0], "init (bounds)")
     summaries = list(exchange.accepted.values())
@@ -89,25 +88,25 @@ def local_kmeans_settings(strategy: ClusteringStrategy, k_local: int) -> dict:
     }
 
 
-def read_local_centroids(content: RecordDict, k_local: int,
-                         expect: tuple[str, ...] = ("centroids", "counts")) -> ClientSummary:
-    """Decode a reply that carries at most ``k_local`` local centroids."""
-    summary = read_reply(content, expect=expect)
+def validate_local_centroids(summary: ClientSummary, k_local: int,
+                             expect: tuple[str, ...] = ("centroids", "counts")) -> ClientSummary:
+    """Check a reply that carries at most ``k_local`` local centroids."""
+    summary = validate_reply(summary, expect=expect)
     if summary.centroids.shape[0] > k_local:
         raise ProtocolError(
             f"sent {summary.centroids.shape[0]} local centroids, at most {k_local} asked")
     return summary
 
 
-def local_kmeans_exchange(strategy: ClusteringStrategy, grid: Grid, k_local: int, what: str
+def local_kmeans_exchange(strategy: ClusteringStrategy, federation: Federation, k_local: int, what: str
                           ) -> Exchange[ClientSummary]:
     """Ask every connected client for the centroids and counts of its local k-means.
 
     A client with fewer distinct rows than ``k_local`` sends fewer centroids.
     """
-    exchange = strategy.exchange(grid, LOCAL_KMEANS, strategy.connected_nodes(grid),
+    exchange = strategy.exchange(federation, LOCAL_KMEANS, strategy.connected_nodes(federation),
                                  local_kmeans_settings(strategy, k_local),
-                                 lambda content: read_local_centroids(content, k_local), what=what)
+                                 lambda s: validate_local_centroids(s, k_local), what=what)
     keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
     return exchange
 
@@ -118,10 +117,10 @@ def pooled(exchange: Exchange[ClientSummary]) -> tuple[np.ndarray, np.ndarray]:
     return pool_centroids([s.centroids for s in summaries], [s.counts for s in summaries])
 
 
-def local_kmeans_init(strategy: ClusteringStrategy, grid: Grid
+def local_kmeans_init(strategy: ClusteringStrategy, federation: Federation
                       ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
     """Weighted k-means over the centroids of the clients' local k-means."""
-    exchange = local_kmeans_exchange(strategy, grid, strategy.k, "init (local k-means)")
+    exchange = local_kmeans_exchange(strategy, federation, strategy.k, "init (local k-means)")
     points, weights = pooled(exchange)
     if np.count_nonzero(weights) < strategy.k:
         raise RunFailed(
@@ -134,10 +133,10 @@ def local_kmeans_init(strategy: ClusteringStrategy, grid: Grid
     return np.asarray(result.centroids), exchange
 
 
-def kfed_init(strategy: ClusteringStrategy, grid: Grid, k_prime: int
+def kfed_init(strategy: ClusteringStrategy, federation: Federation, k_prime: int
               ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
     """k-FED: farthest-point seeding over the clients' local centres, then one Lloyd round."""
-    exchange = local_kmeans_exchange(strategy, grid, k_prime, f"k-FED (local k' = {k_prime})")
+    exchange = local_kmeans_exchange(strategy, federation, k_prime, f"k-FED (local k' = {k_prime})")
     return kfed_from_replies(strategy, exchange), exchange
 
 

@@ -1,47 +1,50 @@
 """Strategies that finish in one request round (k-FED, FeCA, M-Avg).
 
 Every connected client gets one request and answers once; the server combines
-the answers into the global centroids. Subclasses write Flower's
-``configure_train`` (the request) and ``aggregate_train`` (the combination);
-:meth:`OneShotStrategy.run_restart` drives them once and logs that the method
-is one-shot.
+the answers into the global centroids. Subclasses say what they ask
+(:meth:`OneShotStrategy.request`) and how they combine the answers
+(:meth:`OneShotStrategy.combine`); :meth:`OneShotStrategy.run_restart` does
+both once and logs that the method is one-shot.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from logging import INFO
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord
-from flwr.common.logger import log
-from flwr.serverapp import Grid
 
-from ..protocol import ClientSummary
-from ..server.artifacts import RoundRecord
-from .base import ClusteringStrategy, Exchange, RunFailed, round_record
+from ..federation.base import Exchange, Federation, RunFailed
+from ..logs import log
+from ..messages import ClientSummary
+from ..results import RoundRecord
+from .base import ClusteringStrategy, round_record
 from .initialisation import keep_common_dimension
-
-
-def keep_common_centroid_dimension(exchange: Exchange[ClientSummary], what: str) -> None:
-    """Reject the replies whose centroids' dimension differs from the most common one."""
-    keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
 
 
 class OneShotStrategy(ClusteringStrategy):
     """Base class of the one-shot methods (see the module docstring)."""
 
-    def run_restart(self, grid: Grid, restart: int, history: list[RoundRecord]
+    def request(self) -> tuple[str, dict, Callable[[ClientSummary], ClientSummary], str]:
+        """The request's kind, settings, reply check, and its name in the log."""
+        raise NotImplementedError
+
+    def combine(self, exchange: Exchange[ClientSummary], what: str) -> np.ndarray | None:
+        """The global centroids from the accepted replies (None if they hold no centroid)."""
+        raise NotImplementedError
+
+    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
                     ) -> tuple[np.ndarray, int, bool]:
-        """One request to every connected client, one aggregation."""
-        messages = self.configure_train(1, ArrayRecord(), ConfigRecord(), grid)
-        replies = grid.send_and_receive(messages, timeout=self.round_timeout)
-        arrays, _ = self.aggregate_train(1, replies)
-        exchange = self.last_exchange
+        """One request to every connected client, one combination."""
+        kind, settings, validate, what = self.request()
+        exchange = self.exchange(federation, kind, self.connected_nodes(federation), settings,
+                                 validate, what=what)
+        keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
+        centroids = self.combine(exchange, what)
         history.append(round_record(restart, 1, "train", math.nan, math.nan, exchange))
-        if arrays is None:
+        if centroids is None:
             raise RunFailed(f"{self.algorithm}: the accepted replies held no centroid")
-        centroids = arrays["centroids"].numpy()
         log(INFO, "%s is one-shot: finished in one round with %d of %d clients, %d centroids",
             self.algorithm, len(exchange.accepted), len(exchange.sent), len(centroids))
         return centroids, 1, True

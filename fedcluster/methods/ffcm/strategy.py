@@ -10,16 +10,19 @@ is below ``tol`` (the paper's epsilon) or after ``num_rounds`` rounds.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..config import RunConfig
-from ..numerics import weighted_centroid_mean
-from ..numerics.fuzzy import kmeans_average, summed_movement
-from ..protocol import FUZZY, ClientSummary, read_reply
-from .initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT
-from .rounds import RoundBasedStrategy
+from ...numerics import weighted_centroid_mean
+from .kernels import kmeans_average, summed_movement
+from ...messages import ClientSummary, validate_reply
+from .client import FUZZY
+from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT
+from ...strategies.rounds import RoundBasedStrategy
+
+if TYPE_CHECKING:
+    from ...config import RunConfig
 
 Averaging = Literal["avg1", "avg2"]
 
@@ -99,9 +102,9 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
         """The fuzzifier m of eq. 5-7."""
         return {"fuzzifier": self.fuzzifier}
 
-    def read_train_reply(self, content, k: int, dim: int) -> ClientSummary:
+    def validate_train_reply(self, summary: ClientSummary, k: int, dim: int) -> ClientSummary:
         """Local centres, supports, crisp counts and squared distances."""
-        return read_reply(content, k=k, dim=dim, expect=("centroids", "weights", "counts", "sse"))
+        return validate_reply(summary, k=k, dim=dim, expect=("centroids", "weights", "counts", "sse"))
 
     def aggregate(self, current: np.ndarray, summaries: list[ClientSummary]) -> np.ndarray:
         """avg1 (eq. 8) or avg2 (eq. 9) of the clients' local centres."""

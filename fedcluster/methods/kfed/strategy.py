@@ -15,17 +15,14 @@ the run with a clear message if they are fewer than ``k``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
-from flwr.serverapp import Grid
+from ...messages import LOCAL_KMEANS
+from ...strategies.initialisation import kfed_from_replies, local_kmeans_settings, validate_local_centroids
+from ...strategies.oneshot import OneShotStrategy
 
-from ..config import RunConfig
-from ..protocol import LOCAL_KMEANS
-from .initialisation import kfed_from_replies, local_kmeans_settings, read_local_centroids
-from .base import exchange_metrics
-from .oneshot import OneShotStrategy, keep_common_centroid_dimension
+if TYPE_CHECKING:
+    from ...config import RunConfig
 
 
 class KFed(OneShotStrategy):
@@ -70,20 +67,11 @@ class KFed(OneShotStrategy):
         """Build the strategy from a validated :class:`RunConfig` (``k-prime`` 0 means ``k``)."""
         return cls(config.k, k_prime=config.k_prime or None, **cls.common_options(config))
 
-    def configure_train(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Ask every connected client for the centres of its local k'-means."""
-        return self.build_requests(LOCAL_KMEANS, self.connected_nodes(grid),
-                                   {**local_kmeans_settings(self, self.k_prime), **dict(config)})
+    def request(self):
+        """The centres of every connected client's local k'-means."""
+        return (LOCAL_KMEANS, local_kmeans_settings(self, self.k_prime),
+                lambda s: validate_local_centroids(s, self.k_prime), f"k-FED (local k' = {self.k_prime})")
 
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord]:
+    def combine(self, exchange, what):
         """k-FED's central step over the accepted replies."""
-        what = f"k-FED (local k' = {self.k_prime})"
-        exchange = self.sort_replies(replies, lambda c: read_local_centroids(c, self.k_prime), what)
-        keep_common_centroid_dimension(exchange, what)
-        centres = kfed_from_replies(self, exchange)
-        return (ArrayRecord({"centroids": Array(np.ascontiguousarray(centres))}),
-                exchange_metrics(exchange))
+        return kfed_from_replies(self, exchange)

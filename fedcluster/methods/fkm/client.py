@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import namespace_of, to_numpy
-from ..numerics.garst import LocalClusters, local_step, seeded_clusters
-from ..protocol import ClientSummary, request_setting
-from .privacy import check_rows
-from .steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
+from ...numerics import namespace_of, to_numpy
+from .kernels import LocalClusters, local_step, seeded_clusters
+from ...messages import ClientSummary, request_setting
+from ...client.privacy import check_rows
+from ...client.steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
+
+
+#: The request kind of this step (Flower routes "<category>.<action>").
+GARST_INIT = "query.garst_init"
+GARST = "train.garst"
 
 
 def _summary(X, clusters: LocalClusters, sse: float = float("nan")) -> ClientSummary:

@@ -1,10 +1,12 @@
-"""An in-memory Flower ``Grid`` that calls ClientApps directly.
+"""An in-memory Flower ``Grid`` that calls ClientApps directly (tests only).
 
-The strategies and ClientApps run unchanged, but a message is a function call:
+Real Flower messages reach a real ClientApp, but a message is a function call:
 a run takes milliseconds instead of the seconds a Ray start costs. Tests use it
-to drive many small federations; a client that raises, or one marked
-``unreachable``, behaves as it would in a deployment (an error reply, or no
-reply at all).
+where Flower's side matters (the ClientApp's error replies, client mods, replies
+malformed on the wire), as ``FlowerFederation(InProcessGrid(app, node_configs))``;
+everywhere else :class:`fedcluster.federation.memory.InMemoryFederation` needs no
+message at all. A client that raises, or one marked ``unreachable``, behaves as
+it would in a deployment (an error reply, or no reply at all).
 """
 
 from __future__ import annotations

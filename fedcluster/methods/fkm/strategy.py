@@ -12,18 +12,22 @@ are never sent.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from logging import INFO, WARNING
 
 import numpy as np
-from flwr.common.logger import log
-from flwr.serverapp import Grid
 
-from ..config import RunConfig
-from ..numerics.garst import pool_centroids, server_kmeans
-from ..protocol import GARST, GARST_INIT, ClientSummary, ProtocolError, read_reply
-from .base import Exchange, RunFailed
-from .initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT, keep_common_dimension
-from .rounds import RoundBasedStrategy
+from ...numerics.pooling import pool_centroids, server_kmeans
+from ...federation.base import Exchange, Federation, RunFailed
+from ...logs import log
+from ...messages import ClientSummary, ProtocolError, validate_reply
+from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT, keep_common_dimension
+from ...strategies.rounds import RoundBasedStrategy
+from .client import GARST, GARST_INIT
+
+if TYPE_CHECKING:
+    from ...config import RunConfig
 
 
 class GarstFederatedKMeans(RoundBasedStrategy):
@@ -94,10 +98,11 @@ class GarstFederatedKMeans(RoundBasedStrategy):
         )
 
     # -- the clients' replies ----------------------------------------------------
-    def read_clusters(self, content, dim: int | None, *, with_sse: bool) -> ClientSummary:
-        """Decode a reply of at most ``k`` clusters, none below the privacy threshold."""
+    def validate_clusters(self, summary: ClientSummary, dim: int | None, *, with_sse: bool
+                          ) -> ClientSummary:
+        """Check a reply of at most ``k`` clusters, none below the privacy threshold."""
         expect = ("centroids", "counts", "sse") if with_sse else ("centroids", "counts")
-        summary = read_reply(content, dim=dim, expect=expect)
+        summary = validate_reply(summary, dim=dim, expect=expect)
         if summary.centroids.shape[0] > self.k:
             raise ProtocolError(f"sent {summary.centroids.shape[0]} centroids, more than k = {self.k}")
         if np.any(summary.counts < self.min_cluster_size):
@@ -105,9 +110,9 @@ class GarstFederatedKMeans(RoundBasedStrategy):
                                 f"{self.min_cluster_size} points")
         return summary
 
-    def read_train_reply(self, content, k: int, dim: int) -> ClientSummary:
+    def validate_train_reply(self, summary: ClientSummary, k: int, dim: int) -> ClientSummary:
         """A round's reply: ``k_i <= k`` centroids of dimension ``dim``, counts and sse."""
-        return self.read_clusters(content, dim, with_sse=True)
+        return self.validate_clusters(summary, dim, with_sse=True)
 
     # -- the server ----------------------------------------------------------------
     def train_settings(self) -> dict:
@@ -131,7 +136,7 @@ class GarstFederatedKMeans(RoundBasedStrategy):
         return self.server_step(summaries, current)
 
     # -- the initial round ---------------------------------------------------------
-    def initialise(self, grid: Grid) -> tuple[np.ndarray, Exchange[ClientSummary]]:
+    def initialise(self, federation: Federation) -> tuple[np.ndarray, Exchange[ClientSummary]]:
         """The clients' k-means++ clusters and the server's k-means over them (lines 1-10).
 
         Raises
@@ -146,8 +151,8 @@ class GarstFederatedKMeans(RoundBasedStrategy):
             "chunk-size": self.chunk_size,
             "device": self.device,
         }
-        exchange = self.exchange(grid, GARST_INIT, self.connected_nodes(grid), config,
-                                 lambda content: self.read_clusters(content, None, with_sse=False),
+        exchange = self.exchange(federation, GARST_INIT, self.connected_nodes(federation), config,
+                                 lambda s: self.validate_clusters(s, None, with_sse=False),
                                  what="init (local k-means++)")
         keep_common_dimension(exchange, lambda s: s.centroids.shape[1], "init (local k-means++)")
         summaries = exchange.in_content_order()

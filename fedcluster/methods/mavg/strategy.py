@@ -11,21 +11,21 @@ ends (see :class:`MatchAveraging`, "Empty clusters").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from logging import INFO, WARNING
+from typing import TYPE_CHECKING
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
-from flwr.common.logger import log
-from flwr.serverapp import Grid
 
-from ..config import RunConfig
-from ..numerics.matching import best_match_average, fill_empty_slots
-from ..protocol import LOCAL_KMEANS
-from ..server.artifacts import RunResult
-from .base import exchange_metrics
-from .initialisation import local_kmeans_settings, read_local_centroids
-from .oneshot import OneShotStrategy, keep_common_centroid_dimension
+from ...federation.base import Federation
+from ...logs import log
+from ...messages import LOCAL_KMEANS
+from ...results import RunResult
+from ...strategies.initialisation import local_kmeans_settings, validate_local_centroids
+from ...strategies.oneshot import OneShotStrategy
+from .kernels import best_match_average, fill_empty_slots
+
+if TYPE_CHECKING:
+    from ...config import RunConfig
 
 
 class MatchAveraging(OneShotStrategy):
@@ -103,19 +103,13 @@ class MatchAveraging(OneShotStrategy):
         """Build the strategy from a validated :class:`RunConfig`."""
         return cls(config.k, k_prime=config.k_prime or None, **cls.common_options(config))
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
-        """Ask every connected client for its local k'-means centroids and counts."""
-        return self.build_requests(LOCAL_KMEANS, self.connected_nodes(grid),
-                                   {**local_kmeans_settings(self, self.k_local), **dict(config)})
+    def request(self):
+        """Every connected client's local k'-means centroids and counts."""
+        return (LOCAL_KMEANS, local_kmeans_settings(self, self.k_local),
+                lambda s: validate_local_centroids(s, self.k_local), f"M-Avg (local k' = {self.k_local})")
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord]:
+    def combine(self, exchange, what):
         """Match the clients' centroid sets and average the matched centroids."""
-        what = f"M-Avg (local k' = {self.k_local})"
-        exchange = self.sort_replies(replies, lambda c: read_local_centroids(c, self.k_local), what)
-        metrics = exchange_metrics(exchange)
-        keep_common_centroid_dimension(exchange, what)
         summaries = exchange.in_content_order()
         sets = [c for c in (s.centroids[s.counts > 0] for s in summaries) if len(c)]
         result = best_match_average(sets)
@@ -138,15 +132,14 @@ class MatchAveraging(OneShotStrategy):
         if len(centroids) != self.k:
             log(WARNING, "%s: the largest client set has %d centroids, so the result has %d, "
                 "not k = %d", what, len(result.centroids), len(centroids), self.k)
-        metrics["matching-rounds"] = result.n_iter
-        return ArrayRecord({"centroids": Array(np.ascontiguousarray(centroids))}), metrics
+        return centroids
 
-    def score_restart(self, grid: Grid, centroids: np.ndarray, restart: int, rounds: int,
+    def score_restart(self, federation: Federation, centroids: np.ndarray, restart: int, rounds: int,
                       converged: bool) -> RunResult | None:
         """Score the centroids; while a cluster is empty, fill it with a local centroid and score again."""
         used = None
         while True:
-            run = super().score_restart(grid, centroids, restart, rounds, converged)
+            run = super().score_restart(federation, centroids, restart, rounds, converged)
             empty = None if run is None or self._local is None else run.counts == 0
             if empty is None or not empty.any():
                 return run

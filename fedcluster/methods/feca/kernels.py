@@ -22,9 +22,9 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._validation import check_positive_int
-from .backend import namespace_of, to_numpy
-from .lloyd import DEFAULT_CHUNK_SIZE, assign, cluster_stats
+from ...numerics._validation import check_positive_int
+from ...numerics.backend import namespace_of, to_numpy
+from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, assign, cluster_stats
 
 __all__ = [
     "RADIUS_RULES",

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import namespace_of, to_numpy
-from ..numerics.minibatch import client_kmeans
-from ..protocol import ClientSummary, request_setting
-from .privacy import check_rows, withhold_small
-from .steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
+from ...numerics import namespace_of, to_numpy
+from .kernels import client_kmeans
+from ...messages import ClientSummary, request_setting
+from ...client.privacy import check_rows, withhold_small
+from ...client.steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
+
+
+#: The request kind of this step (Flower routes "<category>.<action>").
+MINIBATCH = "train.minibatch"
 
 
 def round_request(X, centroids, config: dict) -> ClientSummary:

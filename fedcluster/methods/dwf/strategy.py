@@ -65,17 +65,20 @@ changes nothing in the aggregation.
 from __future__ import annotations
 
 from logging import WARNING
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from flwr.common.logger import log
 
-from ..config import RunConfig
-from ..numerics import momentum_update, weighted_centroid_mean
-from ..numerics.aggregate import cap_client_shares, robust_centroid_aggregate, spread_outliers
-from ..protocol import ClientSummary
-from .base import Exchange
-from .rounds import RoundBasedStrategy
+from ...numerics import momentum_update, weighted_centroid_mean
+from .kernels import cap_client_shares, robust_centroid_aggregate, spread_outliers
+from ...federation.base import Exchange
+from ...logs import log
+from ...messages import ClientSummary
+from ...strategies.rounds import RoundBasedStrategy
+from .client import LLOYD
+
+if TYPE_CHECKING:
+    from ...config import RunConfig
 
 Weighting = Literal["dynamic", "equal"]
 Aggregation = Literal["mean", "trimmed-mean", "median"]
@@ -115,6 +118,8 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
         of :class:`~.rounds.RoundBasedStrategy` and the common options of
         :class:`~.base.ClusteringStrategy`.
     """
+
+    train_type = LLOYD
 
     def __init__(self, k: int, *, weighting: Weighting = "dynamic", lr: float = 1.0,
                  momentum: float = 0.0, local_steps: int = 1, max_client_share: float = 1.0,
@@ -170,21 +175,7 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
         """C(-1) = C(0): no momentum in the first round."""
         self._previous = centroids
 
-    def initialise(self, grid):
-        """The start of :class:`~.rounds.RoundBasedStrategy`, then the spread check of its replies."""
-        start, exchange = super().initialise(grid)
-        if exchange is not None:
-            self.warn_on_spread(exchange, "init")
-        return start, exchange
-
-    def aggregate_train(self, server_round: int, replies):
-        """The round of :class:`~.rounds.RoundBasedStrategy`, then the spread check of its replies."""
-        arrays, metrics = super().aggregate_train(server_round, replies)
-        if self.last_exchange is not None:
-            self.warn_on_spread(self.last_exchange, f"round {server_round}")
-        return arrays, metrics
-
-    def warn_on_spread(self, exchange: Exchange[ClientSummary], what: str) -> None:
+    def checked(self, exchange: Exchange[ClientSummary], what: str) -> None:
         """Warn (once per node and run) about a client whose spread is 100 x the others' or more.
 
         Uses the local centroids and counts of the accepted replies (see

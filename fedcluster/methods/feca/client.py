@@ -9,11 +9,15 @@ the centroid-radius pairs with their cluster sizes
 
 from __future__ import annotations
 
-from ..numerics import namespace_of
-from ..numerics.feca import RADIUS_RULES, feca_client_update
-from ..protocol import ClientSummary, request_setting
-from .privacy import keep_large
-from .steps import chunk_size, local_kmeans_request, min_cluster_size
+from ...numerics import namespace_of
+from .kernels import RADIUS_RULES, feca_client_update
+from ...messages import ClientSummary, request_setting
+from ...client.privacy import keep_large
+from ...client.steps import chunk_size, local_kmeans_request, min_cluster_size
+
+
+#: The request kind of this step (Flower routes "<category>.<action>").
+FECA = "query.feca"
 
 
 def feca_request(X, centroids, config: dict) -> ClientSummary:

@@ -35,12 +35,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validation import check_centroids, check_data, check_positive_int
-from .backend import namespace_of, to_numpy
-from .garst import pool_centroids
-from .matching import match_order
-from .kmeans import kmeans
-from .lloyd import DEFAULT_CHUNK_SIZE, ClusterStats, _row_blocks, update_centroids
+from ...numerics._validation import check_centroids, check_data, check_positive_int
+from ...numerics.backend import namespace_of, to_numpy
+from ...numerics.pooling import pool_centroids
+from ...numerics.matching import match_order
+from ...numerics.kmeans import kmeans
+from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, ClusterStats, _row_blocks, update_centroids
 
 __all__ = [
     "FuzzyStep",

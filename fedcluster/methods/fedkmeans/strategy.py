@@ -10,17 +10,22 @@ size are re-seeded.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from logging import INFO
 
 import numpy as np
-from flwr.common.logger import log
 
-from ..config import RunConfig
-from ..numerics import momentum_update
-from ..numerics.minibatch import count_weighted_mean, reseed, small_clusters
-from ..protocol import MINIBATCH, ClientSummary
-from .rounds import RoundBasedStrategy
+from ...numerics import momentum_update
+from .kernels import count_weighted_mean, reseed, small_clusters
+from ...logs import log
+from ...messages import ClientSummary
+from ...strategies.rounds import RoundBasedStrategy
+from .client import MINIBATCH
+
+if TYPE_CHECKING:
+    from ...config import RunConfig
 
 
 class FederatedMiniBatchKMeans(RoundBasedStrategy):

@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validation import check_centroids, check_data, check_positive_int
-from .aggregate import weighted_centroid_mean
-from .backend import namespace_of, to_numpy
-from .lloyd import DEFAULT_CHUNK_SIZE, ClusterStats, cluster_stats
+from ...numerics._validation import check_centroids, check_data, check_positive_int
+from ...numerics.aggregate import weighted_centroid_mean
+from ...numerics.backend import namespace_of, to_numpy
+from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, ClusterStats, cluster_stats
 
 __all__ = ["LocalKMeans", "client_kmeans", "count_weighted_mean", "minibatch_step", "reseed",
            "small_clusters"]

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import math
 
-from ..numerics import namespace_of, to_numpy
-from ..numerics.fuzzy import fuzzy_step
-from ..protocol import ClientSummary, request_setting
-from .privacy import check_rows, withhold_small
-from .steps import chunk_size, min_cluster_size, need_centroids
+from ...numerics import namespace_of, to_numpy
+from .kernels import fuzzy_step
+from ...messages import ClientSummary, request_setting
+from ...client.privacy import check_rows, withhold_small
+from ...client.steps import chunk_size, min_cluster_size, need_centroids
+
+
+#: The request kind of this step (Flower routes "<category>.<action>").
+FUZZY = "train.fuzzy"
 
 
 def round_request(X, centroids, config: dict) -> ClientSummary:

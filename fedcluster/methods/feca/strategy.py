@@ -17,20 +17,19 @@ groups (the result then has fewer centroids).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from logging import INFO, WARNING
+from typing import TYPE_CHECKING
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
-from flwr.common.logger import log
-from flwr.serverapp import Grid
 
-from ..config import RunConfig
-from ..numerics.feca import RADIUS_RULES, feca_aggregate
-from ..protocol import FECA
-from .initialisation import local_kmeans_settings, read_local_centroids
-from .base import exchange_metrics
-from .oneshot import OneShotStrategy, keep_common_centroid_dimension
+from ...logs import log
+from ...strategies.initialisation import local_kmeans_settings, validate_local_centroids
+from ...strategies.oneshot import OneShotStrategy
+from .client import FECA
+from .kernels import RADIUS_RULES, feca_aggregate
+
+if TYPE_CHECKING:
+    from ...config import RunConfig
 
 
 class FeCA(OneShotStrategy):
@@ -84,30 +83,23 @@ class FeCA(OneShotStrategy):
         return cls(config.k, k_prime=config.k_prime or None, radius=config.radius,
                    **cls.common_options(config))
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
-        """Ask every connected client for its refined centroids, radii and cluster sizes."""
-        settings = {**local_kmeans_settings(self, self.k_local), "radius": self.radius, **dict(config)}
-        return self.build_requests(FECA, self.connected_nodes(grid), settings)
+    def request(self):
+        """Every connected client's refined centroids, radii and cluster sizes."""
+        settings = {**local_kmeans_settings(self, self.k_local), "radius": self.radius}
+        return (FECA, settings,
+                lambda s: validate_local_centroids(s, self.k_local,
+                                                   expect=("centroids", "counts", "radii")),
+                f"FeCA (local k' = {self.k_local}, radius {self.radius})")
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord]:
+    def combine(self, exchange, what):
         """Algorithm 5 over all received centroid-radius pairs."""
-        what = f"FeCA (local k' = {self.k_local}, radius {self.radius})"
-        exchange = self.sort_replies(
-            replies,
-            lambda c: read_local_centroids(c, self.k_local, expect=("centroids", "counts", "radii")),
-            what,
-        )
-        metrics = exchange_metrics(exchange)
-        keep_common_centroid_dimension(exchange, what)
         summaries = exchange.in_content_order()
         centroids = np.concatenate([s.centroids for s in summaries])
         radii = np.concatenate([s.radii for s in summaries])
         counts = np.concatenate([s.counts for s in summaries])
         if len(centroids) == 0:
             log(WARNING, "%s: the clients sent no centroid", what)
-            return None, metrics
+            return None
         order = np.lexsort(np.column_stack([centroids, radii, counts]).T[::-1])
         centroids, radii, counts = centroids[order], radii[order], counts[order]
         result = feca_aggregate(centroids, radii, self.k)
@@ -117,7 +109,4 @@ class FeCA(OneShotStrategy):
         if result.n_groups < self.k:
             log(WARNING, "%s: only %d groups, fewer than k = %d: the result has %d centroids",
                 what, result.n_groups, self.k, result.n_groups)
-        metrics["centroids-received"] = len(centroids)
-        metrics["groups"] = result.n_groups
-        metrics["points-in-groups"] = float(sum(counts[m].sum() for m in result.members))
-        return ArrayRecord({"centroids": Array(np.ascontiguousarray(result.centroids))}), metrics
+        return result.centroids

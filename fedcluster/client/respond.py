@@ -1,0 +1,80 @@
+"""A client's answer to a request, apart from any transport.
+
+:func:`respond` is everything a client does with a request once it has its
+rows: it finds the step of the request's kind (:data:`STEPS`: the steps every
+method may use, then each method's own, from its spec), checks the global
+centroids the request carries, runs the step under the privacy floor and
+checks the reply against that floor (:mod:`.privacy`) before it leaves. The
+Flower ClientApp (:mod:`.app`) and the in-memory federation
+(:mod:`fedcluster.federation.memory`) both call it, so a client answers the
+same whatever carries the request; :func:`failure` turns what went wrong into
+the error code and reason both report.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..data import DataError
+from ..logs import logger
+from ..messages import BOUNDS, EVALUATE, LOCAL_KMEANS, ClientSummary, ProtocolError, Request, finite_array
+from ..methods import METHODS
+from .privacy import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
+from .steps import bounds_request, evaluate_request, local_kmeans_request
+
+#: Error code of a reply that reports bad input (request or local data).
+BAD_INPUT = 400
+#: Error code of a reply that reports an unexpected failure on the client.
+CLIENT_FAILURE = 500
+
+Step = Callable[[Any, Any, dict], ClientSummary]
+
+#: Request kind -> the step that computes the reply.
+STEPS: dict[str, Step] = {
+    EVALUATE: evaluate_request,
+    BOUNDS: bounds_request,
+    LOCAL_KMEANS: local_kmeans_request,
+    **{kind: step for method in METHODS.values() for kind, step in method.steps.items()},
+}
+
+_log = logger
+
+
+def respond(X, request: Request, node_config: Mapping[str, Any]) -> ClientSummary:
+    """The reply to ``request`` from the rows ``X`` (NumPy or CuPy, already checked).
+
+    ``node_config`` may raise the privacy floor for this client
+    (``min-cluster-size``).
+
+    Raises
+    ------
+    ProtocolError
+        A request of an unknown kind, with bad settings or bad centroids, or a
+        reply that would break the privacy floor.
+    DataError
+        The rows do not fit the request (another dimension, too few rows).
+    """
+    step = STEPS.get(request.kind)
+    if step is None:
+        raise ProtocolError(f"unknown request kind {request.kind!r}")
+    p = floor_of(request.config, node_config)
+    centroids = None
+    if request.centroids is not None:
+        centroids = finite_array(request.centroids, "request centroids", ndim=2)
+        if X.shape[1] != centroids.shape[1]:
+            raise DataError(
+                f"client data has dimension {X.shape[1]}, the global model {centroids.shape[1]}")
+    summary = step(X, centroids, {**request.config, MIN_CLUSTER_SIZE_KEY: p})
+    check_reply(X, summary, p, centroids)
+    return summary
+
+
+def failure(kind: str, exc: Exception) -> tuple[int, str]:
+    """The error code and reason a client reports for ``exc``, logged on the client."""
+    if isinstance(exc, (ProtocolError, DataError)):
+        _log.error("Rejected %s request: %s", kind, exc)
+        return BAD_INPUT, str(exc)
+    _log.error("Failed %s request:\n%s", kind, traceback.format_exc())
+    return CLIENT_FAILURE, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,189 @@
+"""The library face: :class:`FederatedKMeans`, with scikit-learn's conventions.
+
+The constructor stores the parameters (every method setting of
+:class:`~fedcluster.config.RunConfig`, with its default: one source of
+defaults for Python and the command line); :meth:`FederatedKMeans.fit`
+validates them once, as a :class:`~fedcluster.config.RunConfig`, and runs the
+method over one array per data owner, in memory by default
+(:class:`~fedcluster.federation.memory.InMemoryFederation`: no message, no
+file) or as a Flower simulation (``backend="flower"``: Ray, one simulated
+SuperNode per array). With full participation both give the same centroids,
+bit for bit.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .config import RunConfig
+from .data import validate_points
+from .numerics import assign, cluster_stats
+from .results import RunResult
+
+#: RunConfig fields that are not the method's: where data and results are.
+_NOT_PARAMETERS = ("out_dir", "dataset", "split", "partitions_dir", "min_nodes",
+                   "node_wait_timeout", "round_timeout")
+_DEFAULT = {name: field.default for name, field in RunConfig.model_fields.items()}
+
+
+class FederatedKMeans:
+    """Federated k-means-style clustering of data that stays with its owners.
+
+    Every parameter is the :class:`~fedcluster.config.RunConfig` field of the
+    same name (its description is the command line's help text, and its
+    default is the command line's), except ``restart_score``, the field
+    ``score`` (which would hide :meth:`score`); ``algorithm`` picks the method
+    (``fedcluster.methods.METHODS``).
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+    inertia_ : float
+        Sum of squared distances of all clients' points to their nearest centre.
+    n_iter_ : int
+        Rounds of the kept restart.
+    history_ : list of RoundRecord
+        One record per request round, every restart.
+    result_ : RunResult
+        The run as the command line writes it to ``model.pb``.
+
+    Examples
+    --------
+    >>> from fedcluster import FederatedKMeans
+    >>> model = FederatedKMeans(algorithm="dwf", k=3).fit(parts)  # doctest: +SKIP
+    """
+
+    def __init__(self, algorithm: str = _DEFAULT["algorithm"], k: int = _DEFAULT["k"], *,
+                 num_server_rounds: int = _DEFAULT["num_server_rounds"],
+                 tol: float = _DEFAULT["tol"], n_init: int = _DEFAULT["n_init"],
+                 restart_score: str = _DEFAULT["score"], seed: int = _DEFAULT["seed"],
+                 participation: float = _DEFAULT["participation"],
+                 clients_per_round: int = _DEFAULT["clients_per_round"],
+                 min_cluster_size: int = _DEFAULT["min_cluster_size"],
+                 min_answer_fraction: float = _DEFAULT["min_answer_fraction"],
+                 chunk_size: int = _DEFAULT["chunk_size"], device: str = _DEFAULT["device"],
+                 init: str = _DEFAULT["init"], k_prime: int = _DEFAULT["k_prime"],
+                 lr: float = _DEFAULT["lr"], momentum: float = _DEFAULT["momentum"],
+                 max_client_share: float = _DEFAULT["max_client_share"],
+                 aggregation: str = _DEFAULT["aggregation"],
+                 trim_fraction: float = _DEFAULT["trim_fraction"],
+                 local_steps: int = _DEFAULT["local_steps"],
+                 fuzzifier: float = _DEFAULT["fuzzifier"], radius: str = _DEFAULT["radius"],
+                 client_lr: float = _DEFAULT["client_lr"],
+                 batch_size: int = _DEFAULT["batch_size"],
+                 reseed_fraction: float = _DEFAULT["reseed_fraction"],
+                 reseed_patience: int = _DEFAULT["reseed_patience"]) -> None:
+        for name, value in locals().items():
+            if name != "self":
+                setattr(self, name, value)
+
+    # -- scikit-learn's parameter protocol -------------------------------------------
+    @classmethod
+    def _parameter_names(cls) -> list[str]:
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters and their values."""
+        return {name: getattr(self, name) for name in self._parameter_names()}
+
+    def set_params(self, **params: Any) -> FederatedKMeans:
+        """Set parameters by name; an unknown name raises ``ValueError``."""
+        known = set(self._parameter_names())
+        for name, value in params.items():
+            if name not in known:
+                raise ValueError(f"FederatedKMeans has no parameter {name!r} "
+                                 f"(known: {', '.join(sorted(known))})")
+            setattr(self, name, value)
+        return self
+
+    def config(self) -> RunConfig:
+        """The parameters as a validated :class:`RunConfig` (a bad one raises ``ConfigError``)."""
+        params = self.get_params()
+        params["score"] = params.pop("restart_score")
+        return RunConfig.from_mapping(params)
+
+    # -- fitting ----------------------------------------------------------------------
+    def fit(self, parts: Sequence[Any], y: None = None, *, backend: str = "memory",
+            verbose: bool = False) -> FederatedKMeans:
+        """Cluster the union of ``parts`` without pooling them.
+
+        Parameters
+        ----------
+        parts : sequence of array_like
+            One ``(n_i, n_features)`` array per data owner.
+        y : None
+            Ignored (scikit-learn's signature).
+        backend : {"memory", "flower"}
+            Run in this process, or as a Flower simulation (Ray; the parts
+            are written to a temporary directory that the simulated clients
+            read).
+        verbose : bool
+            Flower simulation only: show Flower's and Ray's own log lines.
+
+        Raises
+        ------
+        ConfigError
+            An invalid parameter, named with its allowed range.
+        DataError
+            An invalid part, named by its position.
+        RunFailed
+            The federation could not produce a model (the message says why).
+        """
+        config = self.config()
+        checked = [validate_points(X, source=f"client {i}") for i, X in enumerate(parts)]
+        if backend == "memory":
+            from .federation.memory import InMemoryFederation
+            from .methods import build_strategy
+
+            result = build_strategy(config).fit(InMemoryFederation(checked))
+        elif backend == "flower":
+            result = self._simulate(config, checked, verbose)
+        else:
+            raise ValueError(f"backend must be 'memory' or 'flower', got {backend!r}")
+        self.result_ = result
+        self.cluster_centers_ = result.centroids
+        self.inertia_ = float(result.score * result.n_points) if config.score == "exact" \
+            else float(sum(cluster_stats(X, result.centroids).inertia for X in checked))
+        self.n_iter_ = result.rounds
+        self.history_ = list(result.history)
+        self.n_features_in_ = result.centroids.shape[1]
+        return self
+
+    @staticmethod
+    def _simulate(config: RunConfig, parts: list[np.ndarray], verbose: bool) -> RunResult:
+        from .data import write_partitions
+        from .simulation import simulate
+
+        bounds = np.cumsum([0] + [len(X) for X in parts])
+        indices = [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        with tempfile.TemporaryDirectory(prefix="fedcluster-") as tmp:
+            write_partitions(np.concatenate(parts), indices, f"{tmp}/parts")
+            run_config = config.model_copy(update={"out_dir": f"{tmp}/out",
+                                                   "min_nodes": len(parts)})
+            return simulate(run_config, f"{tmp}/parts", len(parts), verbose=verbose)
+
+    # -- using the model ----------------------------------------------------------
+    def predict(self, X: Any) -> np.ndarray:
+        """The index of the nearest centre of each row of ``X``."""
+        labels, _ = assign(self._rows(X), self.cluster_centers_)
+        return np.asarray(labels)
+
+    def score(self, X: Any, y: None = None) -> float:
+        """Opposite of the sum of squared distances of ``X`` to its nearest centres (higher is better)."""
+        return -float(cluster_stats(self._rows(X), self.cluster_centers_).inertia)
+
+    def _rows(self, X: Any) -> np.ndarray:
+        if not hasattr(self, "cluster_centers_"):
+            raise AttributeError("this FederatedKMeans is not fitted yet: call fit(parts) first")
+        return validate_points(X, expected_dim=self.n_features_in_, source="X")
+
+    def __repr__(self) -> str:
+        defaults = {name: p.default for name, p in
+                    inspect.signature(type(self).__init__).parameters.items()}
+        changed = {k: v for k, v in self.get_params().items() if v != defaults[k]}
+        return f"FederatedKMeans({', '.join(f'{k}={v!r}' for k, v in changed.items())})"

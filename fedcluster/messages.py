@@ -1,0 +1,216 @@
+"""What the server and its clients say to each other, apart from any transport.
+
+A request is a message kind, a config of scalars and, for most kinds, the
+global centroids; a reply is a :class:`ClientSummary`. Both sides check what
+they receive with the functions below, whatever carried it (Flower messages,
+:mod:`fedcluster.protocol`, or a direct call, :mod:`fedcluster.federation.memory`),
+and reject anything malformed with :class:`ProtocolError`. This module does
+not import Flower.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .data.validation import MAX_ABS_VALUE
+
+# The kinds every method may use; a method's own kinds live in its folder
+# (``fedcluster/methods/<name>/``). Flower routes "<category>.<action>".
+EVALUATE = "evaluate"
+BOUNDS = "query.bounds"
+LOCAL_KMEANS = "query.local_kmeans"
+
+#: Largest magnitude of any value in a message: the bound client data is held
+#: to (:data:`fedcluster.data.validation.MAX_ABS_VALUE`), so that no party's
+#: sums of squares over a checked message overflow float64.
+MAX_MAGNITUDE = MAX_ABS_VALUE
+
+
+class ProtocolError(ValueError):
+    """A request or reply that does not follow the protocol."""
+
+
+@dataclass(frozen=True)
+class ClientSummary:
+    """What one client reports for one request.
+
+    Attributes
+    ----------
+    n : int
+        Number of local points.
+    centroids : ndarray of shape (k, d) or None
+        Local centroids (Lloyd steps, local k-means).
+    counts : ndarray of shape (k,) or None
+        Points per cluster (against the global centroids for a Lloyd step).
+    sse : float
+        Sum of squared distances to the nearest global centroid (NaN if not asked).
+    low, high : ndarray of shape (d,) or None
+        Per-feature minima and maxima (bounds request).
+    weights : ndarray of shape (k,) or None
+        Per-cluster weights that are not point counts (fuzzy supports).
+    radii : ndarray of shape (k,) or None
+        Per-centroid radii (FeCA).
+    """
+
+    n: int
+    centroids: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    sse: float = math.nan
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    radii: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the server asks of a client.
+
+    Attributes
+    ----------
+    kind : str
+        The message kind (a method's step, or one of the kinds above).
+    config : mapping
+        The step's settings (scalars only, so that Flower's ``ConfigRecord``
+        can carry them).
+    centroids : ndarray of shape (k, d) or None
+        The global centroids, for the steps that start from them.
+    """
+
+    kind: str
+    config: Mapping[str, int | float | str | bool]
+    centroids: np.ndarray | None = None
+
+
+def request_setting(config: Mapping, key: str, kind: type, valid: Callable[[Any], bool]):
+    """One value of a request's config, checked; :class:`ProtocolError` names a bad one.
+
+    ``kind`` is ``int``, ``float`` (an int is accepted) or ``str``; ``valid``
+    says whether the value is in range.
+    """
+    if key not in config:
+        raise ProtocolError(f"request config lacks '{key}'")
+    value = config[key]
+    if kind is str:
+        ok_type = isinstance(value, str)
+    else:
+        ok_type = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            kind is not int or isinstance(value, int))
+    if not ok_type:
+        raise ProtocolError(f"request config '{key}' must be {kind.__name__}, got {value!r}")
+    if not valid(value):
+        raise ProtocolError(f"request config '{key}' has an invalid value {value!r}")
+    return kind(value)
+
+
+def finite_array(array: np.ndarray, what: str, ndim: int | None = None) -> np.ndarray:
+    if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+        raise ProtocolError(f"{what} is not real-valued (dtype {array.dtype})")
+    if ndim is not None and array.ndim != ndim:
+        raise ProtocolError(f"{what} must be {ndim}-D, got shape {array.shape}")
+    array = np.asarray(array, dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        raise ProtocolError(f"{what} has non-finite values")
+    if array.size and float(np.max(np.abs(array))) > MAX_MAGNITUDE:
+        raise ProtocolError(f"{what} has values beyond +-{MAX_MAGNITUDE:g} "
+                            f"(largest {float(np.max(np.abs(array))):.3g})")
+    return array
+
+
+def check_shape(array: np.ndarray, expected: tuple[int | None, ...], name: str) -> None:
+    if array.ndim != len(expected) or any(
+        want is not None and got != want for got, want in zip(array.shape, expected)
+    ):
+        shown = tuple("?" if e is None else e for e in expected)
+        raise ProtocolError(f"'{name}' has shape {array.shape}, expected {shown}")
+
+
+def validate_reply(
+    summary: ClientSummary,
+    *,
+    k: int | None = None,
+    dim: int | None = None,
+    expect: tuple[str, ...] = (),
+    all_counted: bool = False,
+) -> ClientSummary:
+    """Check a client's reply and return it with every array as float64.
+
+    The one check of every reply, whatever carried it: the server runs it on
+    the summaries that :func:`fedcluster.protocol.decode_reply` takes out of a
+    Flower message and on those an in-memory client returns.
+
+    Parameters
+    ----------
+    summary : ClientSummary
+        The reply as received (its fields may hold anything).
+    k, dim : int, optional
+        Expected number of clusters and dimension (checked when given).
+    expect : tuple of str
+        Entries that must be present: any of ``"centroids"``, ``"counts"``,
+        ``"weights"``, ``"radii"``, ``"sse"``, ``"bounds"``.
+    all_counted : bool
+        The counts must add up to exactly the number of points (every point
+        is in one cluster, as in the score request); otherwise they may add
+        up to less (a client may withhold small clusters).
+
+    Raises
+    ------
+    ProtocolError
+        Missing entries, wrong shapes, values that are not real numbers, not
+        finite or beyond :data:`MAX_MAGNITUDE`, negative or fractional counts,
+        negative weights, radii or distances, or counts that add up to more
+        than the number of points.
+    """
+    n = summary.n
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ProtocolError(f"'num-examples' must be a positive integer, got {n!r}")
+    n = int(n)
+    values = {name: finite_array(np.asarray(value), f"'{name}'")
+              for name in _ARRAYS if (value := getattr(summary, name)) is not None}
+    for name in _ARRAYS:
+        wanted = name in expect or (name in ("low", "high") and "bounds" in expect)
+        if wanted and name not in values:
+            raise ProtocolError(f"reply lacks the array '{name}'")
+    centroids = values.get("centroids")
+    if centroids is not None:
+        check_shape(centroids, (k, dim), "centroids")
+        if k is None:
+            k = centroids.shape[0]
+    for name in ("counts", "weights", "radii"):
+        if name not in values:
+            continue
+        per_cluster = values[name]
+        check_shape(per_cluster, (k if k is not None else per_cluster.shape[0],), name)
+        if np.any(per_cluster < 0):
+            raise ProtocolError(f"'{name}' has negative values")
+        if centroids is not None and centroids.shape[0] != per_cluster.shape[0]:
+            raise ProtocolError(f"'centroids' and '{name}' disagree on the number of clusters")
+    counts = values.get("counts")
+    if counts is not None:
+        if np.any(counts != np.floor(counts)):
+            raise ProtocolError("'counts' are not whole numbers")
+        total = int(counts.sum())
+        if total > n:
+            raise ProtocolError(f"'counts' add up to {total}, more than the {n} points")
+        if all_counted and total != n:
+            raise ProtocolError(f"'counts' add up to {total}, not to the {n} points")
+    for name in ("low", "high"):
+        if name in values:
+            check_shape(values[name], (dim,), name)
+    if "low" in values and "high" in values and np.any(values["low"] > values["high"]):
+        raise ProtocolError("'low' exceeds 'high' in some feature")
+    sse = summary.sse
+    if isinstance(sse, bool) or not isinstance(sse, (int, float)):
+        raise ProtocolError(f"'sse' must be a number, got {sse!r}")
+    if "sse" in expect and (not math.isfinite(sse) or sse < 0):
+        raise ProtocolError(f"'sse' must be a finite non-negative number, got {sse!r}")
+    return ClientSummary(n=n, sse=float(sse), **values)
+
+
+#: The array fields of a :class:`ClientSummary`.
+_ARRAYS = ("centroids", "counts", "low", "high", "weights", "radii")

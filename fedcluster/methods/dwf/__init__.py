@@ -1,0 +1,21 @@
+"""DWF and EWF federated k-means: Holzer, Jacob & Kavane (paper ``000``).
+
+Clients run Lloyd steps from the global centroids (:mod:`.client`); the server
+averages the local centroids, weighted by the clients' cluster sizes (DWF) or
+equally (EWF), with momentum (:mod:`.strategy`, :mod:`.kernels`).
+"""
+
+from __future__ import annotations
+
+from ..spec import Method
+from .client import LLOYD, lloyd_request
+from .strategy import WeightedFederatedKMeans
+
+PAPER = "Holzer, Jacob & Kavane, Dynamically Weighted Federated k-Means (papers/000)"
+OPTIONS = ("lr", "momentum", "local-steps", "init", "k-prime", "max-client-share",
+           "aggregation", "trim-fraction")
+
+DWF = Method("dwf", "Dynamically Weighted Federated k-means", PAPER, WeightedFederatedKMeans,
+             OPTIONS, {LLOYD: lloyd_request})
+EWF = Method("ewf", "Equally Weighted Federated k-means", PAPER, WeightedFederatedKMeans,
+             OPTIONS, {LLOYD: lloyd_request})

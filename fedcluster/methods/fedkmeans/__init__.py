@@ -1,0 +1,15 @@
+"""Federated mini-batch k-means of Triebe & Rajagopal (paper ``003``)."""
+
+from __future__ import annotations
+
+from ..spec import Method
+from .client import MINIBATCH, round_request
+from .strategy import FederatedMiniBatchKMeans
+
+FEDKMEANS = Method(
+    "fedkmeans", "Federated mini-batch k-means with client and server learning rates",
+    "Triebe & Rajagopal, Federated K-Means: Clustering Algorithm and Proof of Concept (papers/003)",
+    FederatedMiniBatchKMeans,
+    ("lr", "momentum", "client-lr", "local-steps", "batch-size", "reseed-fraction",
+     "reseed-patience", "init"),
+    {MINIBATCH: round_request})

@@ -1,0 +1,45 @@
+"""What a method declares about itself: :class:`Method`.
+
+Each folder of :mod:`fedcluster.methods` holds one method (or a pair that
+shares everything but a switch, as DWF/EWF and FFCM avg1/avg2) and declares
+it with one :class:`Method` per ``--algorithm`` name in its ``__init__.py``.
+The registry (:data:`fedcluster.methods.METHODS`) lists them; the
+configuration, the command line, the client's steps and the server's
+strategies are derived from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method.
+
+    Attributes
+    ----------
+    name : str
+        The ``--algorithm`` name.
+    title : str
+        What it is, in a few words.
+    paper : str
+        Where it comes from.
+    strategy : type
+        Its server side, a :class:`~fedcluster.strategies.ClusteringStrategy`
+        built with ``strategy.from_config(config)``.
+    options : tuple of str
+        Run-config keys of its own, besides those every method takes.
+    steps : mapping
+        Request kind -> client step, for the kinds only this method sends
+        (the shared kinds are :data:`fedcluster.client.respond.STEPS`').
+    """
+
+    name: str
+    title: str
+    paper: str
+    strategy: type
+    options: tuple[str, ...]
+    steps: Mapping[str, Callable[[Any, Any, dict], Any]] = field(default_factory=dict)
