@@ -1,4 +1,4 @@
-"""The FFCM kernels of fedcluster.numerics.fuzzy against hand-computed cases (paper 001)."""
+"""The FFCM kernels of fedcluster.methods.ffcm.kernels against hand-computed cases (paper 001)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Kernels of Garst & Reinders' federated k-means (fedcluster.numerics.garst), on hand cases."""
+"""Kernels of Garst & Reinders' federated k-means (fedcluster.methods.fkm.kernels), on hand cases."""
 
 from __future__ import annotations
 

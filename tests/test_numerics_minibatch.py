@@ -1,4 +1,4 @@
-"""The federated mini-batch k-means kernels of fedcluster.numerics.minibatch (paper 003)."""
+"""The federated mini-batch k-means kernels of fedcluster.methods.fedkmeans.kernels (paper 003)."""
 
 from __future__ import annotations
 

@@ -149,7 +149,7 @@ def kfed_from_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSum
 def keep_common_dimension(exchange: Exchange[ClientSummary], dim_of, what: str = "init") -> None:
     """Reject replies whose dimension differs from the most common one.
 
-    The caller's :meth:`~.base.ClusteringStrategy.sort_replies` has made sure
+    The caller's :meth:`~.base.ClusteringStrategy.exchange` has made sure
     that some replies were accepted.
     """
     dims = Counter(dim_of(s) for s in exchange.accepted.values())

@@ -4,7 +4,7 @@ The client runs k-means++ and Lloyd on its rows (the ``query.local_kmeans``
 computation, :func:`~fedcluster.client.steps.local_kmeans_request`), removes
 one-fit-many centroids, assigns a radius to each remaining centroid and sends
 the centroid-radius pairs with their cluster sizes
-(:func:`fedcluster.numerics.feca.feca_client_update`).
+(:func:`fedcluster.methods.feca.kernels.feca_client_update`).
 """
 
 from __future__ import annotations

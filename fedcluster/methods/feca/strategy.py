@@ -4,10 +4,10 @@ One shot (Algorithm 1): every connected client runs k-means++ and Lloyd with
 ``k'`` clusters, removes one-fit-many centroids (Algorithm 2), gives each
 remaining centroid a radius (Algorithm 4, or Algorithm 3 with
 ``radius="theoretical"``) and sends the centroid-radius pairs with their
-cluster sizes (``query.feca``, :func:`fedcluster.client.feca.feca_request`);
+cluster sizes (``query.feca``, :func:`fedcluster.methods.feca.client.feca_request`);
 the server groups all received centroids, largest radius first, and returns
 the means of the ``k`` largest groups (Algorithm 5,
-:func:`fedcluster.numerics.feca.feca_aggregate`).
+:func:`fedcluster.methods.feca.kernels.feca_aggregate`).
 
 Privacy floor: a client sends only centroids of at least ``min-cluster-size``
 rows (after its refinement), so a small local cluster contributes no pair; the
@@ -36,7 +36,7 @@ class FeCA(OneShotStrategy):
     """FeCA: clients refine their local k-means and assign radii; the server groups by radius.
 
     Choices where the paper is open (the numerical ones are documented in
-    :mod:`fedcluster.numerics.feca`):
+    :mod:`fedcluster.methods.feca.kernels`):
 
     * clients run ``k' = k`` clusters by default, as Algorithm 1 does
       (``ClientUpdate(k)``); appendix E also studies ``k' != k``;

@@ -178,7 +178,7 @@ def small_clusters(sizes: Any, points: float, fraction: float) -> np.ndarray:
     The threshold scales with ``1 / k``: the paper's fixed 1 % of all points
     is a twentieth of the mean size at its k = 5, but the mean size itself at
     k = 100, where it calls about half of k equally large true clusters
-    "small" (see :class:`~fedcluster.strategies.minibatch.FederatedMiniBatchKMeans`).
+    "small" (see :class:`~fedcluster.methods.fedkmeans.strategy.FederatedMiniBatchKMeans`).
 
     Parameters
     ----------

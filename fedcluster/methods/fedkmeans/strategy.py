@@ -60,7 +60,7 @@ class FederatedMiniBatchKMeans(RoundBasedStrategy):
       clusters"). Here the threshold is relative to the mean cluster size: a
       cluster is small when its size over the round's participants is below
       ``reseed_fraction`` times their points divided by k
-      (:func:`~fedcluster.numerics.minibatch.small_clusters`), and the default
+      (:func:`~fedcluster.methods.fedkmeans.kernels.small_clusters`), and the default
       is 1 % of an average cluster (``reseed_fraction=0.01``). A converged
       Lloyd solution can rightly hold centroids of two or three outliers
       (``dwf`` on the 100-blob sets with noise has them, at 4 % of the mean
@@ -87,7 +87,7 @@ class FederatedMiniBatchKMeans(RoundBasedStrategy):
     * **Mini-batches.** Each round's request carries a seed drawn from the
       restart's generator; a client splits its rows into batches once per
       round by a permutation from that seed and shuffles the batch order
-      every epoch (:func:`~fedcluster.numerics.minibatch.client_kmeans`).
+      every epoch (:func:`~fedcluster.methods.fedkmeans.kernels.client_kmeans`).
     * **Initialisation.** The paper starts from random centroids:
       ``init="random"`` (uniform in the federated bounding box) is the
       default here; the run configuration's default is ``local-kmeans``.

@@ -204,7 +204,7 @@ def kmeans_average(local_centres: Sequence[Any], k: int, *, rng: np.random.Gener
     Unweighted, as in the paper (the supports do not enter eq. 9), seeded by
     k-means++ with `n_init` starts like the scikit-learn KMeans the paper
     used. The local centres are pooled in an order that does not depend on
-    the clients (:func:`~fedcluster.numerics.garst.pool_centroids`), so
+    the clients (:func:`~fedcluster.numerics.pooling.pool_centroids`), so
     neither does the result.
 
     Parameters

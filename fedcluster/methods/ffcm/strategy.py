@@ -34,7 +34,7 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
 
     * Memberships follow Bezdek's rule, the minimiser of the paper's eq. 4;
       the printed eq. 5 squares the distances once too often (see
-      :mod:`fedcluster.numerics.fuzzy`). A point exactly on a global centre
+      :mod:`fedcluster.methods.ffcm.kernels`). A point exactly on a global centre
       belongs to it alone; coincident centres share it equally.
     * A centre that no local point supports (support 0, possible only when
       every point sits on another centre) is sent back unchanged; avg1 gives
@@ -48,7 +48,7 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
       (least total squared distance), so that the convergence criterion
       compares each centre with its predecessor. Centres a client sent back
       unchanged with support 0 (withheld by the privacy floor, see
-      :mod:`fedcluster.client.fuzzy`, or supported by no point) stay out of
+      :mod:`fedcluster.methods.ffcm.client`, or supported by no point) stay out of
       the pool unless fewer than ``k`` centres would be left.
     * The clients report the crisp sum of squared distances to the nearest
       global centre as ``sse``, so the round scores in the history are the

@@ -1,0 +1,63 @@
+"""The layers hold: only the Flower adapters import Flower, and no layer imports one above it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fedcluster"
+
+#: Modules that must run without Flower: kernels, metrics, every method, the shared server
+#: side, the messages, the in-memory federation, the clients' answers and the estimator.
+FLOWER_FREE = ("fedcluster.numerics", "fedcluster.metrics", "fedcluster.methods",
+               "fedcluster.strategies", "fedcluster.messages", "fedcluster.results",
+               "fedcluster.federation.base", "fedcluster.federation.memory",
+               "fedcluster.client.respond", "fedcluster.estimator", "fedcluster.config")
+
+#: Folder -> folders of the package it may not import (the layers below it never import it).
+BELOW = {
+    "numerics": ("strategies", "methods", "federation", "client", "server", "bench", "metrics"),
+    "metrics": ("strategies", "methods", "federation", "client", "server", "bench"),
+    "data": ("strategies", "methods", "federation", "client", "server", "bench"),
+    "strategies": ("federation.flower", "federation.memory", "client", "server", "bench"),
+}
+
+
+def test_flower_free_modules_load_no_flwr_module():
+    script = "\n".join(f"import {m}" for m in FLOWER_FREE) + (
+        "\nimport sys\nloaded = sorted(m for m in sys.modules if m.split('.')[0] == 'flwr')"
+        "\nassert not loaded, loaded[:5]\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def _imports(path: Path) -> set[str]:
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_no_layer_imports_one_above_it():
+    wrong = []
+    for folder, above in BELOW.items():
+        for path in (PACKAGE / folder).rglob("*.py"):
+            for target in _imports(path):
+                if any(target == f"fedcluster.{a}" or target.startswith(f"fedcluster.{a}.")
+                       for a in above):
+                    wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {target}")
+    assert not wrong, "\n".join(wrong)
