@@ -25,9 +25,6 @@ from .data import validate_points
 from .numerics import assign, cluster_stats
 from .results import RunResult
 
-#: RunConfig fields that are not the method's: where data and results are.
-_NOT_PARAMETERS = ("out_dir", "dataset", "split", "partitions_dir", "min_nodes",
-                   "node_wait_timeout", "round_timeout")
 _DEFAULT = {name: field.default for name, field in RunConfig.model_fields.items()}
 
 
