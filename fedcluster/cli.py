@@ -211,8 +211,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="show Flower's and Ray's log, the clients' log and every setting")
     shown = set(SIMULATE_OPTIONS)
     for method in METHODS.values():
-        own = [key for key in method.options if key not in shown]
-        also = [f"--{key}" for key in method.options if key in shown]
+        own = [key for key in method.own_keys if key not in shown]
+        also = [f"--{key}" for key in method.own_keys if key in shown]
         text = method.paper + (f"; also uses {', '.join(also)}" if also else "")
         group = sim.add_argument_group(f"{method.name}: {method.title}", text)
         for key in own:

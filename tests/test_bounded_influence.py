@@ -84,20 +84,20 @@ def one_cluster(tmp_path, **kwargs):
     ({"aggregation": "trimmed-mean", "trim_fraction": 0.2}, (1 + 4 + 102) / 3),
     ({"aggregation": "median"}, 4.0),
     # EWF: equal weights; the cap (1/3 <= 0.4 each) changes nothing; the median is DWF's.
-    ({"weighting": "equal"}, (1 + 4 + 102) / 3),
-    ({"weighting": "equal", "max_client_share": 0.4}, (1 + 4 + 102) / 3),
-    ({"weighting": "equal", "aggregation": "median"}, 4.0),
+    ({"algorithm": "ewf"}, (1 + 4 + 102) / 3),
+    ({"algorithm": "ewf", "max_client_share": 0.4}, (1 + 4 + 102) / 3),
+    ({"algorithm": "ewf", "aggregation": "median"}, 4.0),
 ])
 def test_each_option_by_hand_then_eq6(tmp_path, options, aggregate):
     # One round of eq. 6 with lr 0.5 from C(0) = 10: C(1) = 10 + 0.5 (D - 10).
-    assert one_cluster(tmp_path, num_rounds=1, **options) == pytest.approx(
+    assert one_cluster(tmp_path, num_server_rounds=1, **options) == pytest.approx(
         10 + 0.5 * (aggregate - 10), rel=1e-13)
 
 
 def test_momentum_applies_after_the_robust_aggregate(tmp_path):
     # D = 4 in every round (k = 1: each local centroid is the client's mean).
     # C(1) = 10 + 0.5 (4 - 10) = 7; C(2) = 7 + 0.5 (4 - 7) + 0.5 (7 - 10) = 4.
-    assert one_cluster(tmp_path, num_rounds=2, momentum=0.5, aggregation="median") == \
+    assert one_cluster(tmp_path, num_server_rounds=2, momentum=0.5, aggregation="median") == \
         pytest.approx(4.0, rel=1e-13)
 
 
@@ -107,7 +107,7 @@ def test_a_cap_that_nobody_reaches_changes_nothing(tmp_path, s1):
     start = tmp_path / "start.npy"
     np.save(start, s1[START_ROWS])
     federation = InMemoryFederation(iid_parts(s1, 10))
-    runs = [WeightedFederatedKMeans(15, init=str(start), tol=0.0, num_rounds=4, **o).fit(federation)
+    runs = [WeightedFederatedKMeans(15, init=str(start), tol=0.0, num_server_rounds=4, **o).fit(federation)
             for o in ({}, {"max_client_share": 0.3, "aggregation": "mean"})]
     assert np.array_equal(runs[0].centroids, runs[1].centroids)
     assert [r.score for r in runs[0].history] == [r.score for r in runs[1].history]
@@ -127,17 +127,17 @@ def test_options_come_from_the_run_config():
                          (("aggregation", "mode"), "one of 'mean', 'trimmed-mean', 'median'")):
         with pytest.raises(ConfigError, match=allowed):
             RunConfig.from_mapping(dict([bad]))
-    with pytest.raises(ValueError, match="aggregation must be one of"):
+    with pytest.raises(ConfigError, match="'aggregation': 'mode' .*allowed: one of 'mean'"):
         WeightedFederatedKMeans(3, aggregation="mode")
 
 
 # -- one poisoned client of ten -----------------------------------------------------------
 
-def poisoned_run(tmp_path, s1, mode, num_rounds=30, **options):
+def poisoned_run(tmp_path, s1, mode, num_server_rounds=30, **options):
     start = tmp_path / "start.npy"
     np.save(start, s1[START_ROWS])
     federation = InMemoryFederation(iid_parts(s1, 10), responders={9: lying_client(mode)})
-    return WeightedFederatedKMeans(15, init=str(start), num_rounds=num_rounds,
+    return WeightedFederatedKMeans(15, init=str(start), num_server_rounds=num_server_rounds,
                                    **options).fit(federation)
 
 
@@ -157,7 +157,7 @@ def test_a_client_with_inflated_counts_and_shifted_centroids_is_bounded(tmp_path
 
 
 def test_a_client_sending_far_centroids_is_ignored_by_the_median(tmp_path, s1, s1_centres):
-    mean = poisoned_run(tmp_path, s1, "far", num_rounds=5)
+    mean = poisoned_run(tmp_path, s1, "far", num_server_rounds=5)
     assert centre_distance(mean.centroids, s1_centres) > 1e7
     for aggregation in ("median", "trimmed-mean"):
         robust = poisoned_run(tmp_path, s1, "far", aggregation=aggregation)
@@ -179,7 +179,7 @@ def test_a_client_in_other_units_is_named_once(tmp_path, s1, flwr_log, init):
     if init == "explicit":
         np.save(tmp_path / "start.npy", s1[START_ROWS])
         init = str(tmp_path / "start.npy")
-    WeightedFederatedKMeans(15, init=init, tol=0.0, num_rounds=3, n_init=2).fit(federation)
+    WeightedFederatedKMeans(15, init=init, tol=0.0, num_server_rounds=3, n_init=2).fit(federation)
     [line] = spread_warnings(flwr_log)  # once per node and run, over rounds and restarts
     assert "node 3: feature " in line
     assert line.startswith("init: " if init == "local-kmeans" else "round 1: ")
@@ -192,5 +192,5 @@ def test_honest_clients_raise_no_spread_warning(tmp_path, s1, flwr_log, split):
     from fedcluster.data import partition_indices
 
     parts = [s1[p] for p in partition_indices(len(s1), 10, split, points=s1, seed=0)]
-    WeightedFederatedKMeans(15, num_rounds=10).fit(InMemoryFederation(parts))
+    WeightedFederatedKMeans(15, num_server_rounds=10).fit(InMemoryFederation(parts))
     assert spread_warnings(flwr_log) == []

@@ -103,7 +103,7 @@ def test_simulate_help_lists_every_method_with_its_paper_and_options(capsys):
     for method in METHODS.values():
         assert f"{method.name}: {method.title}" in text
         assert " ".join(method.paper.split()) in text
-        for option in method.options:
+        for option in method.own_keys:
             assert f"--{option}" in text
 
 

@@ -76,13 +76,42 @@ def test_settings_are_the_methods_own_and_leave_out_where_the_data_is():
     assert fuzzy["fuzzifier"] == 2.0 and "momentum" not in fuzzy
 
 
-def test_every_method_option_is_a_config_field():
+def test_every_method_option_is_a_config_field_declared_once():
     from fedcluster.config import DATA_OPTIONS
     from fedcluster.methods import COMMON_OPTIONS, METHODS
 
     fields = set(RunConfig().to_flower())
     used = set(COMMON_OPTIONS) | set(DATA_OPTIONS)
     for method in METHODS.values():
-        assert set(method.options) <= fields, method.name
-        used |= set(method.options)
+        for name, field in method.options.model_fields.items():
+            if name == "algorithm":  # each model narrows it to its own names
+                continue
+            same = RunConfig.model_fields[name]
+            assert (field.annotation, field.default, field.metadata) == \
+                (same.annotation, same.default, same.metadata), (method.name, name)
+        used |= set(method.own_keys)
     assert used == fields, fields - used
+
+
+@pytest.mark.parametrize("algorithm", sorted(__import__("fedcluster.methods").methods.METHODS))
+def test_a_strategy_built_in_python_has_the_command_lines_defaults(algorithm):
+    from fedcluster.methods import METHODS
+
+    method = METHODS[algorithm]
+    assert algorithm in method.options.model_fields["algorithm"].annotation.__args__
+    by_hand = method.strategy(algorithm=algorithm)
+    config = RunConfig.from_mapping({"algorithm": algorithm})
+    assert by_hand.settings == config.settings() == method.strategy.from_config(config).settings
+    assert by_hand.algorithm == algorithm
+
+
+def test_a_strategy_refuses_a_bad_setting_naming_it():
+    from fedcluster.methods.fedkmeans.strategy import FederatedMiniBatchKMeans
+    from fedcluster.methods.fkm.strategy import GarstFederatedKMeans
+
+    with pytest.raises(ConfigError, match=r"'client-lr': 0 .*allowed: number > 0.0 and <= 1.0"):
+        FederatedMiniBatchKMeans(3, client_lr=0)
+    with pytest.raises(ConfigError, match=r"unknown setting 'init'"):
+        GarstFederatedKMeans(3, init="random")
+    with pytest.raises(ConfigError, match=r"'algorithm': 'dwf'"):
+        GarstFederatedKMeans(3, algorithm="dwf")

@@ -7,7 +7,7 @@ import pytest
 from conftest import ask_client, messages
 
 from fedcluster.client.respond import BAD_INPUT, respond
-from fedcluster.config import RunConfig
+from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, validate_reply
@@ -115,9 +115,9 @@ def test_from_config_and_bad_parameters():
     assert isinstance(strategy, FeCA)
     assert (strategy.k_local, strategy.radius, strategy.algorithm) == (6, "theoretical", "feca")
     assert build_strategy(RunConfig(algorithm="feca", k=4)).k_local == 4
-    with pytest.raises(ValueError, match="radius must be one of"):
+    with pytest.raises(ConfigError, match="'radius': 'largest' .*allowed: one of 'algorithm4'"):
         FeCA(3, radius="largest")
-    with pytest.raises(ValueError, match="k_prime must be >= 1"):
+    with pytest.raises(ConfigError, match="'k-prime': -1 .*allowed: integer >= 0"):
         FeCA(3, k_prime=-1)
 
 

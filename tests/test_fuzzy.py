@@ -7,7 +7,7 @@ import pytest
 from conftest import ask_client
 
 from fedcluster.client.respond import BAD_INPUT
-from fedcluster.config import RunConfig
+from fedcluster.config import ConfigError, RunConfig
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, validate_reply
 from fedcluster.methods import build_strategy
@@ -79,7 +79,7 @@ def summaries() -> list[ClientSummary]:
 
 def test_avg1_is_the_support_weighted_mean():
     # Eq. 8: c_0 = (1 * 0 + 3 * 2) / 4 = 1.5, c_1 = (3 * 10 + 1 * 14) / 4 = 11.
-    strategy = FederatedFuzzyCMeans(2, averaging="avg1")
+    strategy = FederatedFuzzyCMeans(2, algorithm="ffcm-avg1")
     new = strategy.aggregate(np.array([[1.0], [12.0]]), summaries())
     np.testing.assert_allclose(new, [[1.5], [11.0]], rtol=1e-15)
 
@@ -87,7 +87,7 @@ def test_avg1_is_the_support_weighted_mean():
 def test_avg2_is_kmeans_over_all_local_centres_matched_to_the_current_ones():
     # Eq. 9: 2-means over {0, 10, 2, 14} is {1, 12}; the current centres (13, -1) order
     # them (12, 1). The supports play no part.
-    strategy = FederatedFuzzyCMeans(2, averaging="avg2")
+    strategy = FederatedFuzzyCMeans(2, algorithm="ffcm-avg2")
     new = strategy.aggregate(np.array([[13.0], [-1.0]]), summaries())
     np.testing.assert_allclose(new, [[12.0], [1.0]], rtol=1e-15)
 
@@ -108,17 +108,18 @@ def test_from_config(name):
 
 
 def test_bad_parameters_are_refused():
-    with pytest.raises(ValueError, match="averaging"):
-        FederatedFuzzyCMeans(2, averaging="avg3")
-    with pytest.raises(ValueError, match="fuzzifier"):
+    with pytest.raises(ConfigError, match="'algorithm': 'ffcm-avg3' .*allowed: one of 'ffcm-avg1', "
+                       "'ffcm-avg2'"):
+        FederatedFuzzyCMeans(2, algorithm="ffcm-avg3")
+    with pytest.raises(ConfigError, match="'fuzzifier': 1.0 .*allowed: number > 1.0"):
         FederatedFuzzyCMeans(2, fuzzifier=1.0)
 
 
 @pytest.mark.parametrize("averaging", ["avg1", "avg2"])
 def test_case1_recovers_the_three_centres(averaging):
     parts = case1_parts(0)
-    result = FederatedFuzzyCMeans(3, averaging=averaging, seed=0, num_rounds=100,
-                                  tol=1e-4).fit(InMemoryFederation(parts))
+    result = FederatedFuzzyCMeans(3, algorithm=f"ffcm-{averaging}", init="random", seed=0,
+                                  num_server_rounds=100, tol=1e-4).fit(InMemoryFederation(parts))
     # Both recover every centre to within 0.04 (0.039 for either averaging, random start).
     assert result.converged and result.rounds < 30
     assert centre_distance(result.centroids, CASE1_MEANS) < 0.06
@@ -133,6 +134,6 @@ def test_case1_recovers_the_three_centres(averaging):
 
 
 def test_tol_zero_runs_every_round():
-    result = FederatedFuzzyCMeans(3, averaging="avg2", seed=1, num_rounds=4,
-                                  tol=0.0).fit(InMemoryFederation(case1_parts(1)))
+    result = FederatedFuzzyCMeans(3, algorithm="ffcm-avg2", init="random", seed=1,
+                                  num_server_rounds=4, tol=0.0).fit(InMemoryFederation(case1_parts(1)))
     assert result.rounds == 4 and not result.converged

@@ -7,7 +7,7 @@ import pytest
 from conftest import ask_client, messages
 
 from fedcluster.client.respond import BAD_INPUT
-from fedcluster.config import RunConfig
+from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import partition_indices
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, ProtocolError, validate_reply
@@ -119,7 +119,7 @@ def paired(rows):
 def run_from_start(min_cluster_size):
     federation = InMemoryFederation([paired(PART_A), paired(PART_B)])
     strategy = GarstFederatedKMeans(4, min_cluster_size=min_cluster_size, tol=0.0, seed=0,
-                                    num_rounds=1)
+                                    num_server_rounds=1)
     strategy.explicit_start = START
     return strategy.fit(federation)
 
@@ -164,7 +164,7 @@ def test_recovers_the_16_grid_centres_on_a_distance_split(beta):
     X, labels, centres = grid_data()
     parts = partition_indices(len(X), 4, f"distance:{beta}", points=X, seed=1)
     federation = InMemoryFederation([X[p] for p in parts])
-    result = GarstFederatedKMeans(16, num_rounds=50, tol=1e-4, seed=1).fit(federation)
+    result = GarstFederatedKMeans(16, num_server_rounds=50, tol=1e-4, seed=1).fit(federation)
 
     assert result.converged and result.rounds < 50
     init = result.history[0]
@@ -188,7 +188,7 @@ def test_runs_are_reproducible_and_do_not_depend_on_node_order():
 
     def run(order):
         federation = InMemoryFederation([parts[i] for i in order])
-        return GarstFederatedKMeans(16, num_rounds=20, tol=0.0, seed=7).fit(federation)
+        return GarstFederatedKMeans(16, num_server_rounds=20, tol=0.0, seed=7).fit(federation)
 
     a, b = run([0, 1, 2, 3]), run([3, 1, 0, 2])
     assert a.rounds == b.rounds == 20
@@ -200,9 +200,9 @@ def test_from_config_and_validation():
                                      "num-server-rounds": 12, "tol": 0.5})
     strategy = build_strategy(config)
     assert isinstance(strategy, GarstFederatedKMeans) and strategy.algorithm == "fkm"
-    assert (strategy.k, strategy.min_cluster_size, strategy.num_rounds, strategy.tol) == (7, 3, 12, 0.5)
+    assert (strategy.k, strategy.min_cluster_size, strategy.num_server_rounds, strategy.tol) == (7, 3, 12, 0.5)
     assert strategy.settings["min-cluster-size"] == 3
-    with pytest.raises(ValueError, match="min_cluster_size must be an integer >= 2"):
+    with pytest.raises(ConfigError, match="'min-cluster-size': 1 .*allowed: integer >= 2"):
         GarstFederatedKMeans(3, min_cluster_size=1)
-    with pytest.raises(TypeError, match="takes no init"):
+    with pytest.raises(ConfigError, match="unknown setting 'init'"):
         GarstFederatedKMeans(3, init="random")

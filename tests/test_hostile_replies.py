@@ -79,7 +79,7 @@ def rejected_nodes(records) -> set[str]:
 ])
 def test_a_bad_reply_is_rejected_by_name_and_honest_clients_go_on(s1, s1_centres, flwr_log,
                                                                    mode, init, reason):
-    result = WeightedFederatedKMeans(15, init=init, num_rounds=20, seed=1).fit(federation(s1, mode))
+    result = WeightedFederatedKMeans(15, init=init, num_server_rounds=20, seed=1).fit(federation(s1, mode))
     log = messages(flwr_log)
     assert f"rejected node 0: malformed reply: {reason}" in log
     assert rejected_nodes(flwr_log) == {"0"}
@@ -93,7 +93,7 @@ def test_a_client_whose_row_count_changes_is_rejected(s1, flwr_log):
     fed = federation(s1, "more-rows-later")
     # Its first reply (the initialisation) declares 1000 rows and is accepted ...
     fed.node_configs[0]["hostile"] = ""
-    strategy = WeightedFederatedKMeans(15, num_rounds=2, tol=0.0, seed=1)
+    strategy = WeightedFederatedKMeans(15, num_server_rounds=2, tol=0.0, seed=1)
     strategy.wait_for_nodes(fed)
     strategy.initialise(fed)
     # ... its later replies declare 1007.
@@ -153,7 +153,7 @@ def test_a_bad_flower_message_is_rejected_by_name_and_honest_clients_go_on(tmp_p
     configs = save_parts(tmp_path / "parts", s1_parts(s1))
     configs[0]["hostile"] = "complex"
     grid = InProcessGrid(complex_centroids_app(), configs)
-    result = WeightedFederatedKMeans(15, num_rounds=5, seed=1).fit(FlowerFederation(grid))
+    result = WeightedFederatedKMeans(15, num_server_rounds=5, seed=1).fit(FlowerFederation(grid))
     hostile_node = grid.node_ids[0]
     assert (f"rejected node {hostile_node}: malformed reply: 'centroids' is not real-valued "
             "(dtype complex128)") in messages(flwr_log)

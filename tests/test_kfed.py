@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import messages, unreadable_data
 
-from fedcluster.config import RunConfig
+from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods import build_strategy
@@ -55,7 +55,7 @@ def test_recovers_s1_on_the_feca_dirichlet_setting(s1_dirichlet, s1_centres):
 
 def test_dwf_with_kfed_init_improves_on_its_start_and_restarts_reach_s1(s1_dirichlet, s1_centres):
     result = WeightedFederatedKMeans(15, init="kfed", k_prime=5, seed=0, n_init=3,
-                                     num_rounds=100).fit(federation_of(s1_dirichlet))
+                                     num_server_rounds=100).fit(federation_of(s1_dirichlet))
     assert result.converged and result.rounds < 100
     for restart in range(3):
         rows = [r for r in result.history if r.restart == restart]
@@ -77,7 +77,7 @@ def test_kfed_start_of_dwf_is_the_kfed_strategy(s1_dirichlet):
     # first round (its k-FED start) are the k-FED strategy's result.
     federation = federation_of(s1_dirichlet)
     kfed = KFed(15, k_prime=5, seed=3).fit(federation)
-    dwf = WeightedFederatedKMeans(15, init="kfed", k_prime=5, seed=3, num_rounds=1, tol=0.0)
+    dwf = WeightedFederatedKMeans(15, init="kfed", k_prime=5, seed=3, num_server_rounds=1, tol=0.0)
     sent = []
     train_round = dwf.train_round
 
@@ -108,5 +108,6 @@ def test_from_config_and_validation():
     assert isinstance(strategy, KFed) and (strategy.algorithm, strategy.k, strategy.k_prime) == ("kfed", 9, 3)
     assert strategy.settings["k-prime"] == 3
     assert build_strategy(RunConfig.from_mapping({"algorithm": "kfed", "k": 9})).k_prime == 9
-    with pytest.raises(ValueError, match="k_prime must be an integer >= 1"):
-        KFed(3, k_prime=0)
+    assert KFed(3, k_prime=0).k_prime == 3  # 0 means k, on the command line and in Python
+    with pytest.raises(ConfigError, match="'k-prime': 1.5 .*allowed: integer >= 0"):
+        KFed(3, k_prime=1.5)

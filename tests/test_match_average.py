@@ -7,7 +7,7 @@ import pytest
 from conftest import messages
 
 from fedcluster.client.respond import respond
-from fedcluster.config import RunConfig
+from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import LOCAL_KMEANS, ClientSummary
@@ -79,7 +79,7 @@ def test_from_config_and_bad_parameters():
     assert isinstance(strategy, MatchAveraging)
     assert (strategy.k_local, strategy.algorithm) == (6, "mavg")
     assert build_strategy(RunConfig(algorithm="mavg", k=4)).k_local == 4
-    with pytest.raises(ValueError, match="k_prime must be >= 1"):
+    with pytest.raises(ConfigError, match="'k-prime': -2 .*allowed: integer >= 0"):
         MatchAveraging(3, k_prime=-2)
 
 

@@ -107,7 +107,7 @@ def test_starved_cluster_is_reseeded_next_to_the_largest(tmp_path, flwr_log):
     federation = InMemoryFederation(parts)
 
     def run(rounds):
-        return FederatedMiniBatchKMeans(3, init=str(tmp_path / "start.npy"), tol=0.0, num_rounds=rounds,
+        return FederatedMiniBatchKMeans(3, init=str(tmp_path / "start.npy"), tol=0.0, num_server_rounds=rounds,
                                         reseed_patience=2, seed=4).fit(federation)
 
     one = run(1)
@@ -119,7 +119,7 @@ def test_starved_cluster_is_reseeded_next_to_the_largest(tmp_path, flwr_log):
     three = run(3)
     np.testing.assert_allclose(sorted(three.centroids.ravel()), [1.0, 10.25, 13.75], rtol=1e-15)
     assert (three.centroids[2, 0] > 12.0) == (two.centroids[2, 0] > 12.0)
-    never = FederatedMiniBatchKMeans(3, init=str(tmp_path / "start.npy"), tol=0.0, num_rounds=3,
+    never = FederatedMiniBatchKMeans(3, init=str(tmp_path / "start.npy"), tol=0.0, num_server_rounds=3,
                                      reseed_patience=2, reseed_fraction=0.0).fit(federation)
     assert never.centroids[2, 0] == 100.0
 
@@ -148,8 +148,9 @@ def test_bad_parameters_are_refused():
 
 def triebe_run(seed, **kwargs):
     federation = InMemoryFederation(triebe_parts(seed))
-    # The paper's setting: C = 0.1, E = 1, B = infinity, T = 200, alpha = (1, 0.5), beta = 1.
-    options = dict(participation=0.1, local_steps=1, batch_size=0, num_rounds=200, tol=0.0,
+    # The paper's setting: C = 0.1, E = 1, B = infinity, T = 200, alpha = (1, 0.5), beta = 1,
+    # random start.
+    options = dict(init="random", participation=0.1, local_steps=1, batch_size=0, num_server_rounds=200, tol=0.0,
                    lr=1.0, momentum=0.5, client_lr=1.0, seed=seed)
     return FederatedMiniBatchKMeans(5, **{**options, **kwargs}).fit(federation)
 
@@ -178,8 +179,8 @@ def test_triebe_data_recovers_the_five_clusters():
 
 
 def test_runs_are_reproducible():
-    a = triebe_run(1, num_rounds=20, batch_size=3, local_steps=2, client_lr=0.5)
-    b = triebe_run(1, num_rounds=20, batch_size=3, local_steps=2, client_lr=0.5)
+    a = triebe_run(1, num_server_rounds=20, batch_size=3, local_steps=2, client_lr=0.5)
+    b = triebe_run(1, num_server_rounds=20, batch_size=3, local_steps=2, client_lr=0.5)
     np.testing.assert_array_equal(a.centroids, b.centroids)
     assert [r.participants for r in a.history] == [r.participants for r in b.history]
 

@@ -97,8 +97,8 @@ def test_sampling_is_seeded_and_sorted():
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"participation": 0.0}, "participation must be in"),
-    ({"clients_per_round": 0}, "clients_per_round must be >= 1"),
+    ({"participation": 0.0}, "'participation': 0.0 .*allowed: number > 0.0 and <= 1.0"),
+    ({"clients_per_round": -1}, "'clients-per-round': -1 .*allowed: integer >= 0"),
 ])
 def test_bad_sampling_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -45,7 +45,7 @@ def s1_start(s1, tmp_path):
 @pytest.mark.parametrize("rounds", [1, 2, 5, 8])
 def test_full_participation_one_step_equals_centralized_lloyd(tmp_path, s1, s1_start, rounds):
     path, start = s1_start
-    result = run(tmp_path, iid_parts(s1, 5), 15, init=str(path), tol=0.0, num_rounds=rounds,
+    result = run(tmp_path, iid_parts(s1, 5), 15, init=str(path), tol=0.0, num_server_rounds=rounds,
                  lr=1.0, momentum=0.0, local_steps=1)
     C = start
     scores = []
@@ -64,7 +64,7 @@ def test_full_participation_matches_sklearn_first_step(tmp_path, s1, s1_start):
     from sklearn.cluster import KMeans
 
     path, start = s1_start
-    result = run(tmp_path, iid_parts(s1, 5), 15, init=str(path), tol=0.0, num_rounds=1)
+    result = run(tmp_path, iid_parts(s1, 5), 15, init=str(path), tol=0.0, num_server_rounds=1)
     sk = KMeans(n_clusters=15, init=start, n_init=1, max_iter=1, algorithm="lloyd").fit(s1)
     # scikit-learn subtracts the data mean (about 5e5) before its step and adds it
     # back, so its rounding error scales with the data, not with each centroid:
@@ -80,7 +80,7 @@ def test_standardised_blobs_equal_lloyd_to_1e9_absolute(tmp_path):
     start = X[[0, 250, 500, 750]] + 0.05
     np.save(tmp_path / "start.npy", start)
     result = run(tmp_path, iid_parts(X, 7, seed=1), 4, init=str(tmp_path / "start.npy"),
-                 tol=0.0, num_rounds=4)
+                 tol=0.0, num_server_rounds=4)
     C = start
     for _ in range(4):
         C, _ = reference_lloyd(X, C)
@@ -100,17 +100,17 @@ def test_dwf_momentum_matches_hand_computation(tmp_path):
     # Round 1: local centroids A = (1, 11 [empty]), B = (1 [empty], 12); DWF mean D = (1, 12).
     # C1 = C0 + 0.5 (D - C0) + 0.8 (C0 - C0) = (1, 11.5).
     # Round 2: D = (1, 12); C2 = C1 + 0.5 (D - C1) + 0.8 (C1 - C0) = (1, 11.5 + 0.25 + 0.4).
-    one = hand_case(tmp_path, num_rounds=1, lr=0.5, momentum=0.8)
+    one = hand_case(tmp_path, num_server_rounds=1, lr=0.5, momentum=0.8)
     np.testing.assert_allclose(one.centroids.ravel(), [1.0, 11.5], rtol=0, atol=1e-12)
-    two = hand_case(tmp_path, num_rounds=2, lr=0.5, momentum=0.8)
+    two = hand_case(tmp_path, num_server_rounds=2, lr=0.5, momentum=0.8)
     np.testing.assert_allclose(two.centroids.ravel(), [1.0, 12.15], rtol=0, atol=1e-12)
 
 
 def test_ewf_uses_equal_weights(tmp_path):
     # EWF: D = ((1 + 1) / 2, (11 + 12) / 2) = (1, 11.5); DWF would give (1, 12).
-    ewf = hand_case(tmp_path, num_rounds=1, weighting="equal")
+    ewf = hand_case(tmp_path, num_server_rounds=1, algorithm="ewf")
     np.testing.assert_allclose(ewf.centroids.ravel(), [1.0, 11.5], atol=1e-12)
-    dwf = hand_case(tmp_path, num_rounds=1, weighting="dynamic")
+    dwf = hand_case(tmp_path, num_server_rounds=1, algorithm="dwf")
     np.testing.assert_allclose(dwf.centroids.ravel(), [1.0, 12.0], atol=1e-12)
 
 
@@ -130,7 +130,7 @@ def test_eq4_fallback_through_client_and_strategy(tmp_path):
     parts = [np.array([[x - 0.1, x + 0.1] for x in rows]).reshape(-1, 1)
              for rows in ([0.0, 4.0, 4.0, 12.0], [0.5, 4.5, 12.5, 12.5])]
     np.save(tmp_path / "start.npy", np.array([[0.0], [5.0], [5.0]]))
-    result = run(tmp_path, parts, 3, init=str(tmp_path / "start.npy"), tol=0.0, num_rounds=1,
+    result = run(tmp_path, parts, 3, init=str(tmp_path / "start.npy"), tol=0.0, num_server_rounds=1,
                  local_steps=2)
     np.testing.assert_allclose(result.centroids.ravel(), [0.25, 12.25, 4.25], atol=1e-12)
 
@@ -140,15 +140,15 @@ def test_ewf_differs_from_dwf_on_non_iid_split(tmp_path, s1, s1_start):
     by_x = np.argsort(s1[:, 0])
     sizes = [200, 400, 800, 1600, 2000]  # unequal, each a vertical band of S1
     parts = [s1[np.sort(p)] for p in np.split(by_x, np.cumsum(sizes)[:-1])]
-    kwargs = dict(init=str(path), tol=0.0, num_rounds=5)
-    dwf = run(tmp_path, parts, 15, weighting="dynamic", **kwargs)
-    ewf = run(tmp_path, parts, 15, weighting="equal", **kwargs)
+    kwargs = dict(init=str(path), tol=0.0, num_server_rounds=5)
+    dwf = run(tmp_path, parts, 15, algorithm="dwf", **kwargs)
+    ewf = run(tmp_path, parts, 15, algorithm="ewf", **kwargs)
     assert np.max(np.abs(dwf.centroids - ewf.centroids)) > 1e4
     assert dwf.score < ewf.score
 
 
 def test_tol_stops_the_run_and_marks_it_converged(tmp_path, s1):
-    result = run(tmp_path, iid_parts(s1, 4), 15, init="local-kmeans", tol=1e-6, num_rounds=50)
+    result = run(tmp_path, iid_parts(s1, 4), 15, init="local-kmeans", tol=1e-6, num_server_rounds=50)
     assert result.converged
     assert result.rounds < 50
     train = [r for r in result.history if r.phase == "train"]
@@ -157,7 +157,7 @@ def test_tol_stops_the_run_and_marks_it_converged(tmp_path, s1):
 
 def test_partial_participation_samples_reproducibly(tmp_path, s1):
     parts = iid_parts(s1, 10)
-    kwargs = dict(init="random", tol=0.0, num_rounds=6, participation=0.3, seed=11)
+    kwargs = dict(init="random", tol=0.0, num_server_rounds=6, participation=0.3, seed=11)
     a = run(tmp_path, parts, 15, **kwargs)
     b = run(tmp_path, parts, 15, **kwargs)
     train = [r for r in a.history if r.phase == "train"]
@@ -170,7 +170,7 @@ def test_partial_participation_samples_reproducibly(tmp_path, s1):
 
 
 def test_random_init_stays_in_the_federated_bounding_box(tmp_path, s1):
-    result = run(tmp_path, iid_parts(s1, 3), 15, init="random", tol=0.0, num_rounds=1)
+    result = run(tmp_path, iid_parts(s1, 3), 15, init="random", tol=0.0, num_server_rounds=1)
     init = [r for r in result.history if r.phase == "init"]
     assert len(init) == 1 and init[0].clients_answered == 3
     assert np.all(result.centroids >= s1.min(axis=0)) and np.all(result.centroids <= s1.max(axis=0))
@@ -179,7 +179,7 @@ def test_random_init_stays_in_the_federated_bounding_box(tmp_path, s1):
 def test_local_kmeans_init_gets_close_to_the_true_centres(tmp_path, s1, s1_centres):
     from fedcluster.metrics import centre_distance
 
-    result = run(tmp_path, iid_parts(s1, 10), 15, init="local-kmeans", num_rounds=100)
+    result = run(tmp_path, iid_parts(s1, 10), 15, init="local-kmeans", num_server_rounds=100)
     assert centre_distance(result.centroids, s1_centres) < 1.3e4
     assert result.counts.sum() == len(s1)
     assert result.n_points == len(s1)
@@ -187,7 +187,7 @@ def test_local_kmeans_init_gets_close_to_the_true_centres(tmp_path, s1, s1_centr
 
 def test_n_init_keeps_the_restart_with_the_best_exact_score(tmp_path, s1):
     parts = iid_parts(s1, 4)
-    kwargs = dict(init="random", num_rounds=30, seed=5)
+    kwargs = dict(init="random", num_server_rounds=30, seed=5)
     best = run(tmp_path, parts, 15, n_init=4, **kwargs)
     assert {r.restart for r in best.history} == {0, 1, 2, 3}
     d2 = ((s1[:, None, :] - best.centroids[None]) ** 2).sum(axis=2).min(axis=1)
@@ -227,7 +227,7 @@ def test_bad_clients_are_rejected_logged_and_the_run_goes_on(tmp_path, s1, s1_st
     responders = {i: corrupting(mode) for i, mode in enumerate(["nan", "shape", "negative", "raise"])}
     responders[4] = unreadable_data(tmp_path / "missing.npy")
     federation = InMemoryFederation(parts, responders=responders)
-    result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=2,
+    result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_server_rounds=2,
                                      min_answer_fraction=0.1).fit(federation)
 
     good = parts[5]
@@ -254,7 +254,7 @@ def test_unreachable_client_is_reported_missing(tmp_path, s1, s1_start, flwr_log
     federation = InMemoryFederation(iid_parts(s1, 3))
     first, lost, third = federation.node_ids()
     federation.unreachable.add(lost)
-    result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=1,
+    result = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_server_rounds=1,
                                      round_timeout=0.1).fit(federation)
     train = [r for r in result.history if r.phase == "train"]
     assert train[0].participants == tuple(sorted((first, third)))
@@ -264,7 +264,7 @@ def test_unreachable_client_is_reported_missing(tmp_path, s1, s1_start, flwr_log
 def test_round_without_usable_reply_fails_the_run(tmp_path, s1, s1_start):
     path, start = s1_start
     federation = InMemoryFederation([start], responders={0: unreadable_data(tmp_path / "nothing.npy")})
-    strategy = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=2)
+    strategy = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_server_rounds=2)
     with pytest.raises(RunFailed, match=(
             r"round 1: 0 of 1 clients answered usably, min-answer-fraction 0.5 needs 1 "
             r"\(node 0: error reply \(code 400\): client data .*nothing.npy")):
@@ -277,7 +277,7 @@ def test_a_minority_of_answers_fails_the_round(tmp_path, s1, s1_start, answering
     missing = unreadable_data(tmp_path / "missing.npy")
     federation = InMemoryFederation(iid_parts(s1, 12),
                                     responders={i: missing for i in range(answering, 12)})
-    strategy = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_rounds=1)
+    strategy = WeightedFederatedKMeans(15, init=str(path), tol=0.0, num_server_rounds=1)
     if fails:
         with pytest.raises(RunFailed, match="3 of 12 clients answered usably, "
                            "min-answer-fraction 0.5 needs 6 .*; 7 more rejected"):
@@ -289,13 +289,13 @@ def test_a_minority_of_answers_fails_the_round(tmp_path, s1, s1_start, answering
 
 def test_explicit_start_replaces_init_and_gives_flowers_result(tmp_path, s1, s1_start):
     # What FlowerStrategy.start(grid, initial_arrays, num_rounds) does to the strategy
-    # (explicit_start, num_rounds), then its Result (to_result).
+    # (explicit_start, num_server_rounds), then its Result (to_result).
     from fedcluster.federation.flower import to_result
 
     _, start = s1_start
     strategy = WeightedFederatedKMeans(15, init="random", tol=0.0)
     strategy.explicit_start = start
-    strategy.num_rounds = 3
+    strategy.num_server_rounds = 3
     run_result = strategy.fit(InMemoryFederation(iid_parts(s1, 2)))
     assert [r.phase for r in run_result.history] == ["train"] * 3
     result = to_result(run_result)

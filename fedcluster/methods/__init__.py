@@ -19,6 +19,7 @@ from .ffcm import AVG1, AVG2
 from .fkm import FKM
 from .kfed import KFED
 from .mavg import MAVG
+from ..options import common_keys
 from .spec import Method
 
 if TYPE_CHECKING:
@@ -31,14 +32,9 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 
 ALGORITHMS = tuple(METHODS)
 
-#: Settings every method takes (sampling, restarts, stopping, clients' compute).
-COMMON_OPTIONS = (
-    "algorithm", "k", "num-server-rounds", "tol", "n-init", "score", "seed", "participation",
-    "clients-per-round", "min-nodes", "node-wait-timeout", "round-timeout", "min-answer-fraction",
-    "min-cluster-size",
-    "chunk-size", "device",
-)
-
+#: Run-config keys of the settings every method takes (sampling, restarts, stopping,
+#: clients' compute): the fields of :class:`fedcluster.options.Options`.
+COMMON_OPTIONS = common_keys()
 
 
 def build_strategy(config: RunConfig) -> ClusteringStrategy:

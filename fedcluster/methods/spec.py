@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..options import Options, kebab
+
 
 @dataclass(frozen=True)
 class Method:
@@ -29,9 +31,8 @@ class Method:
         Where it comes from.
     strategy : type
         Its server side, a :class:`~fedcluster.strategies.ClusteringStrategy`
-        built with ``strategy.from_config(config)``.
-    options : tuple of str
-        Run-config keys of its own, besides those every method takes.
+        built with ``strategy.from_config(config)``; its ``Options`` model
+        declares the method's settings (:attr:`options`).
     steps : mapping
         Request kind -> client step, for the kinds only this method sends
         (the shared kinds are :data:`fedcluster.client.respond.STEPS`').
@@ -41,5 +42,15 @@ class Method:
     title: str
     paper: str
     strategy: type
-    options: tuple[str, ...]
     steps: Mapping[str, Callable[[Any, Any, dict], Any]] = field(default_factory=dict)
+
+    @property
+    def options(self) -> type[Options]:
+        """The model of its settings: those of every method and its own."""
+        return self.strategy.Options
+
+    @property
+    def own_keys(self) -> tuple[str, ...]:
+        """Run-config keys of its own settings, besides those every method takes."""
+        return tuple(kebab(name) for name in self.options.model_fields
+                     if name not in Options.model_fields)

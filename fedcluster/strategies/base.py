@@ -18,13 +18,14 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from logging import INFO, WARNING
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import DETAIL, log
 from ..messages import EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
+from ..options import Options
 from ..results import RoundRecord, RunResult
 
 if TYPE_CHECKING:
@@ -37,99 +38,61 @@ SHOWN_REASONS = 2
 class ClusteringStrategy:
     """Base class of the fedcluster strategies.
 
-    Subclasses set :attr:`algorithm` and implement :meth:`run_restart`;
-    :meth:`fit` runs the restarts over a
+    Subclasses set :attr:`Options` (their method's options model) and
+    implement :meth:`run_restart`; :meth:`fit` runs the restarts over a
     :class:`~fedcluster.federation.Federation`, scores each and keeps the best.
     Flower's face of a strategy is :class:`fedcluster.federation.flower.FlowerStrategy`.
 
     Parameters
     ----------
-    k : int
-        Number of clusters.
-    n_init : int
-        Restarts; the one with the best federated score is kept.
-    score : {"exact", "client-mean"}
-        Score that compares restarts: the sum of all clients' squared distances
-        over their total number of points, or the mean of the clients' mean
-        squared distances (RequestScore of the DWF paper, Algorithm 4).
-    seed : int
-        Seed of client sampling and of every random choice of the method.
-    chunk_size : int
-        Rows per block in the clients' distance computations.
-    device : {"auto", "cpu", "cuda"}
-        Where the clients compute.
-    settings : dict, optional
-        The settings recorded in the result's model file.
-    participation : float
-        Fraction of the connected clients sampled per round, in (0, 1].
-    clients_per_round : int, optional
-        Fixed number of clients per round (overrides ``participation``).
-    min_nodes : int
-        Clients to wait for before the first request (:meth:`wait_for_nodes`).
-    node_wait_timeout : float
-        Seconds to wait for ``min_nodes``; afterwards the run goes on with the
-        clients that are there, or fails if there are none.
-    round_timeout : float
-        Seconds to wait for the replies of one request.
-    min_answer_fraction : float
-        Share of the clients asked in a request (a round, the initialisation,
-        the score) that must answer usably, in (0, 1]; below it the run fails
-        (:meth:`check_quorum`). At least one answer is always needed.
-    min_cluster_size : int
-        The privacy floor p >= 2, sent with every request: no client reply
-        holds a centroid, sum or radius of fewer rows (a data owner may raise
-        it for its node; see :mod:`fedcluster.client.privacy`).
+    k : int, optional
+        Number of clusters (the ``k`` setting; positional for brevity).
+    options : Options, optional
+        The method's settings, already validated (as
+        :meth:`fedcluster.config.RunConfig.method_options` gives them).
+    **settings
+        Or the settings by name (snake- or kebab-case), validated here by
+        :attr:`Options` (:class:`~fedcluster.options.ConfigError` names a bad
+        one); each field's description says what it does. Those of every
+        method are :class:`fedcluster.options.Options`': among them
+        ``n_init`` restarts compared by ``score`` (the exact sum of squared
+        distances over all points, or the DWF paper's client mean), the
+        ``seed`` of every random choice, client sampling (``participation``
+        or ``clients_per_round``), the waits (``min_nodes``,
+        ``node_wait_timeout``, ``round_timeout``), the quorum
+        ``min_answer_fraction`` (:meth:`check_quorum`) and the privacy floor
+        ``min_cluster_size`` sent with every request (see
+        :mod:`fedcluster.client.privacy`).
     """
 
-    #: The method's ``--algorithm`` name, recorded in the model file.
-    algorithm: str = ""
+    #: The method's options model: its settings, their defaults and allowed ranges.
+    Options: ClassVar[type[Options]] = Options
 
-    def __init__(
-        self,
-        k: int,
-        *,
-        n_init: int = 1,
-        score: str = "exact",
-        seed: int = 0,
-        chunk_size: int = 4096,
-        device: str = "auto",
-        settings: dict | None = None,
-        participation: float = 1.0,
-        clients_per_round: int | None = None,
-        min_nodes: int = 1,
-        node_wait_timeout: float = 300.0,
-        round_timeout: float = 300.0,
-        min_answer_fraction: float = 0.5,
-        min_cluster_size: int = 2,
-    ) -> None:
-        if k < 1 or n_init < 1:
-            raise ValueError(f"k and n_init must be >= 1, got k={k}, n_init={n_init}")
-        if score not in ("exact", "client-mean"):
-            raise ValueError(f"score must be 'exact' or 'client-mean', got {score!r}")
-        if not 0.0 < participation <= 1.0:
-            raise ValueError(f"participation must be in (0, 1], got {participation}")
-        if isinstance(min_cluster_size, bool) or not isinstance(min_cluster_size, int) \
-                or min_cluster_size < 2:
-            raise ValueError(f"min_cluster_size must be an integer >= 2, got {min_cluster_size!r}")
-        if not 0.0 < min_answer_fraction <= 1.0:
-            raise ValueError(f"min_answer_fraction must be in (0, 1], got {min_answer_fraction}")
-        if clients_per_round is not None and clients_per_round < 1:
-            raise ValueError(f"clients_per_round must be >= 1, got {clients_per_round}")
-        self.k = k
-        self.n_init = n_init
-        self.score = score
-        self.seed = seed
-        self.chunk_size = chunk_size
-        self.device = device
-        self.settings = dict(settings) if settings is not None else {"k": k, "seed": seed}
-        self.participation = participation
-        self.clients_per_round = clients_per_round
-        self.min_nodes = min_nodes
-        self.node_wait_timeout = node_wait_timeout
-        self.round_timeout = round_timeout
-        self.min_answer_fraction = min_answer_fraction
-        self.min_cluster_size = min_cluster_size
-        self.rng = np.random.default_rng(seed)
+    def __init__(self, k: int | None = None, /, *, options: Options | None = None,
+                 **settings: Any) -> None:
+        if options is None:
+            given = settings if k is None else {"k": k, **settings}
+            options = type(self).Options.from_mapping(given)
+        elif k is not None or settings:
+            raise TypeError("give validated options or settings by name, not both")
+        self.options = options
+        #: The method's ``--algorithm`` name, recorded in the model file.
+        self.algorithm = options.algorithm
+        self.k = options.k
+        self.n_init = options.n_init
+        self.score = options.score
+        self.seed = options.seed
+        self.chunk_size = options.chunk_size
+        self.device = options.device
+        self.settings = options.settings()
+        self.participation = options.participation
+        self.clients_per_round = options.clients_per_round
+        self.min_nodes = options.min_nodes
+        self.node_wait_timeout = options.node_wait_timeout
+        self.round_timeout = options.round_timeout
+        self.min_answer_fraction = options.min_answer_fraction
+        self.min_cluster_size = options.min_cluster_size
+        self.rng = np.random.default_rng(self.seed)
         #: Node id -> the number of points its first accepted reply declared; a
         #: client's data does not change during a run, so a later reply that
         #: declares another number is rejected (:meth:`exchange`).
@@ -137,29 +100,10 @@ class ClusteringStrategy:
         #: Node id -> the sampling key its replies declared (:meth:`sample_nodes`).
         self.sampling_keys: dict[int, int] = {}
 
-    @staticmethod
-    def common_options(config: RunConfig) -> dict:
-        """Constructor arguments every strategy takes, from a :class:`RunConfig`."""
-        return {
-            "n_init": config.n_init,
-            "score": config.score,
-            "seed": config.seed,
-            "chunk_size": config.chunk_size,
-            "device": config.device,
-            "settings": config.settings(),
-            "participation": config.participation,
-            "clients_per_round": config.clients_per_round or None,
-            "min_nodes": config.min_nodes,
-            "node_wait_timeout": config.node_wait_timeout,
-            "round_timeout": config.round_timeout,
-            "min_answer_fraction": config.min_answer_fraction,
-            "min_cluster_size": config.min_cluster_size,
-        }
-
     @classmethod
     def from_config(cls, config: RunConfig) -> ClusteringStrategy:
-        """Build the strategy from a validated :class:`RunConfig`."""
-        raise NotImplementedError
+        """Build the strategy from a validated :class:`RunConfig` (no second validation)."""
+        return cls(options=config.method_options())
 
     def summary(self) -> None:
         """Log the method and its settings."""
@@ -214,7 +158,7 @@ class ClusteringStrategy:
         keys are known before the first sampled round.
         """
         nodes = self.connected_nodes(federation)
-        if self.clients_per_round is not None:
+        if self.clients_per_round:
             size = min(self.clients_per_round, len(nodes))
         else:
             size = max(1, math.ceil(self.participation * len(nodes) - 1e-9))

@@ -28,7 +28,6 @@ from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import log
 from .base import ClusteringStrategy
 
-INIT_METHODS = ("local-kmeans", "kfed", "random")
 #: Restarts of the server's weighted k-means over the clients' centroids; it
 #: runs on a few hundred points, so more restarts cost the clients nothing.
 SERVER_N_INIT = 10
@@ -39,13 +38,13 @@ INIT_TOL = 1e-9
 
 
 def initial_centroids(
-    strategy: ClusteringStrategy, federation: Federation, init: str, *, k_prime: int | None = None
+    strategy: ClusteringStrategy, federation: Federation, init: str, *, k_prime: int
 ) -> tuple[np.ndarray, Exchange[ClientSummary] | None]:
     """Starting centroids by the method ``init`` names (or from the file it names)."""
     if init == "local-kmeans":
         return local_kmeans_init(strategy, federation)
     if init == "kfed":
-        return kfed_init(strategy, federation, k_prime or strategy.k)
+        return kfed_init(strategy, federation, k_prime)
     if init == "random":
         return random_init(strategy, federation)
     return centroids_from_file(init, strategy.k), None

@@ -2,7 +2,7 @@
 
 Each round the server samples clients, sends them the global centroids, and
 aggregates their replies into new centroids; a restart stops when the centroids
-move less than ``tol`` or after ``num_rounds`` rounds. Subclasses say what the
+move less than ``tol`` or after ``num_server_rounds`` rounds. Subclasses say what the
 clients do (:attr:`train_type`, :meth:`train_settings`, :meth:`validate_train_reply`)
 and how the server combines the replies (:meth:`aggregate`).
 """
@@ -26,36 +26,24 @@ from .initialisation import initial_centroids
 class RoundBasedStrategy(ClusteringStrategy):
     """Base class of the iterative methods.
 
-    Parameters
-    ----------
-    k : int
-        Number of clusters.
-    num_rounds : int
-        Largest number of rounds per restart.
-    tol : float
-        Stop when the centroid movement (:meth:`movement`) is below ``tol``;
-        ``0`` runs every round.
-    init : str
-        Initial centroids: ``"local-kmeans"``, ``"kfed"``, ``"random"`` or the
-        path of a (k, d) array file (see :mod:`.initialisation`).
-    k_prime : int, optional
-        Local clusters of each client for ``init="kfed"`` (default ``k``).
-    **options
-        The common options of :class:`ClusteringStrategy`.
+    Besides the settings of every method, its options (a
+    :class:`~fedcluster.options.RoundOptions` or a model with the same
+    fields) give ``num_server_rounds``, the largest number of rounds per
+    restart; ``tol``, the centroid movement (:meth:`movement`) below which a
+    restart stops (0 runs every round); and the start: ``init``
+    (``"local-kmeans"``, ``"kfed"``, ``"random"`` or a (k, d) array file, see
+    :mod:`.initialisation`) with ``k_prime``, the clients' local clusters for
+    ``init="kfed"`` (0: ``k``).
     """
 
     #: The kind of each round's request to the clients (the method's own step).
     train_type: str = ""
 
-    def __init__(self, k: int, *, num_rounds: int = 100, tol: float = 1e-4,
-                 init: str = "local-kmeans", k_prime: int | None = None, **options) -> None:
-        super().__init__(k, **options)
-        if num_rounds < 1 or not tol >= 0.0:
-            raise ValueError(f"need num_rounds >= 1 and tol >= 0, got {num_rounds}, {tol}")
-        self.num_rounds = num_rounds
-        self.tol = tol
-        self.init = init
-        self.k_prime = k_prime
+    def __init__(self, k: int | None = None, /, **settings) -> None:
+        super().__init__(k, **settings)
+        self.num_server_rounds = self.options.num_server_rounds
+        self.tol = self.options.tol
+        self.init = getattr(self.options, "init", None)
         #: Starting centroids that replace ``init`` (Flower's ``initial_arrays``).
         self.explicit_start: np.ndarray | None = None
 
@@ -81,7 +69,7 @@ class RoundBasedStrategy(ClusteringStrategy):
 
         Methods with their own initial round (FKM) override this.
         """
-        return initial_centroids(self, federation, self.init, k_prime=self.k_prime)
+        return initial_centroids(self, federation, self.init, k_prime=self.options.local_k)
 
     def begin(self, centroids: np.ndarray) -> None:
         """Called with the starting centroids of each restart (reset method state here)."""
@@ -123,11 +111,11 @@ class RoundBasedStrategy(ClusteringStrategy):
             history.append(round_record(restart, 0, "init", math.nan, math.nan, init_exchange))
         self.begin(centroids)
         rounds, converged = 0, False
-        for t in range(1, self.num_rounds + 1):
+        for t in range(1, self.num_server_rounds + 1):
             rounds = t
             centroids, movement, score, exchange = self.train_round(federation, t, centroids)
             history.append(round_record(restart, t, "train", movement, score, exchange))
-            log(INFO, "round %d/%d: movement %.6g, score %.6g, clients %d/%d", t, self.num_rounds,
+            log(INFO, "round %d/%d: movement %.6g, score %.6g, clients %d/%d", t, self.num_server_rounds,
                 movement, score, len(exchange.accepted), len(exchange.sent))
             if movement < self.tol:
                 converged = True

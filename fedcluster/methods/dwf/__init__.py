@@ -12,10 +12,8 @@ from .client import LLOYD, lloyd_request
 from .strategy import WeightedFederatedKMeans
 
 PAPER = "Holzer, Jacob & Kavane, Dynamically Weighted Federated k-Means (papers/000)"
-OPTIONS = ("lr", "momentum", "local-steps", "init", "k-prime", "max-client-share",
-           "aggregation", "trim-fraction")
 
 DWF = Method("dwf", "Dynamically Weighted Federated k-means", PAPER, WeightedFederatedKMeans,
-             OPTIONS, {LLOYD: lloyd_request})
+             {LLOYD: lloyd_request})
 EWF = Method("ewf", "Equally Weighted Federated k-means", PAPER, WeightedFederatedKMeans,
-             OPTIONS, {LLOYD: lloyd_request})
+             {LLOYD: lloyd_request})

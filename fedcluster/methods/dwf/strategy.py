@@ -7,7 +7,7 @@ centroid. The server forms the weighted mean of eq. 3-5, with DWF weights (the
 counts, eq. 7) or EWF weights (equal, eq. 8) and the equal-weight fallback of
 eq. 4 for a cluster whose weights are all zero, then applies the learning rate
 and momentum of eq. 6 with C(-1) = C(0). A run stops when the Frobenius norm of
-the centroid movement is below ``tol`` or after ``num_rounds`` rounds;
+the centroid movement is below ``tol`` or after ``num_server_rounds`` rounds;
 ``n_init`` restarts keep the run with the best federated score.
 
 Privacy floor: a client withholds a cluster of fewer than ``min-cluster-size``
@@ -65,8 +65,6 @@ changes nothing in the aggregation.
 from __future__ import annotations
 
 from logging import WARNING
-from typing import TYPE_CHECKING, Literal
-
 import numpy as np
 
 from ...numerics import momentum_update, weighted_centroid_mean
@@ -76,13 +74,8 @@ from ...logs import log
 from ...messages import ClientSummary
 from ...strategies.rounds import RoundBasedStrategy
 from .client import LLOYD
+from .options import DWFOptions
 
-if TYPE_CHECKING:
-    from ...config import RunConfig
-
-Weighting = Literal["dynamic", "equal"]
-Aggregation = Literal["mean", "trimmed-mean", "median"]
-AGGREGATIONS = ("mean", "trimmed-mean", "median")
 #: A client's per-feature spread this many times the other clients' median is warned about.
 SPREAD_WARNING_RATIO = 100.0
 
@@ -90,82 +83,32 @@ SPREAD_WARNING_RATIO = 100.0
 class WeightedFederatedKMeans(RoundBasedStrategy):
     """DWF / EWF federated k-means (Algorithm 1 of the DWF paper).
 
-    Parameters
-    ----------
-    k : int
-        Number of clusters.
-    weighting : {"dynamic", "equal"}
-        DWF weights (per client and cluster, the number of the client's points
-        assigned to the current global centroid) or EWF weights (equal).
-    lr : float
-        Learning rate eta in (0, 1] of eq. 6.
-    momentum : float
-        Momentum mu in [0, 1) of eq. 6.
-    local_steps : int
-        Largest number of local Lloyd steps per round (``max_local``); the
-        clients stop earlier when their centroids move less than ``tol``.
-    max_client_share : float
-        Largest share of a cluster's weight one client may hold, in (0, 1];
-        1 (the default) is the paper's weighted mean (see the module docstring).
-    aggregation : {"mean", "trimmed-mean", "median"}
-        The paper's weighted mean (default), or a coordinate-wise trimmed mean
-        or median over the clients that hold each cluster, unweighted.
-    trim_fraction : float
-        Share of the holders cut from each end by ``"trimmed-mean"``, in [0, 0.5).
-    **options
-        ``num_rounds`` (``max_global``), ``tol``, ``init`` (``"local-kmeans"``,
-        ``"kfed"`` as the paper recommends, ``"random"`` or a file), ``k_prime``
-        of :class:`~.rounds.RoundBasedStrategy` and the common options of
-        :class:`~.base.ClusteringStrategy`.
+    Its settings are :class:`~.options.DWFOptions` (each field's description
+    says what it does): ``algorithm`` ``"dwf"`` weighs each client and
+    cluster by the number of the client's points assigned to the current
+    global centroid, ``"ewf"`` equally; ``lr`` and ``momentum`` are eta and
+    mu of eq. 6; ``local_steps`` is ``max_local`` (the clients stop earlier
+    when their centroids move less than ``tol``); ``num_server_rounds`` is
+    ``max_global``; ``init`` (``"kfed"`` as the paper recommends);
+    ``max_client_share``, ``aggregation`` and ``trim_fraction`` bound one
+    client's influence (see the module docstring).
     """
 
+    Options = DWFOptions
     train_type = LLOYD
 
-    def __init__(self, k: int, *, weighting: Weighting = "dynamic", lr: float = 1.0,
-                 momentum: float = 0.0, local_steps: int = 1, max_client_share: float = 1.0,
-                 aggregation: Aggregation = "mean", trim_fraction: float = 0.2,
-                 **options) -> None:
-        super().__init__(k, **options)
-        if weighting not in ("dynamic", "equal"):
-            raise ValueError(f"weighting must be 'dynamic' or 'equal', got {weighting!r}")
-        if not (0.0 < lr <= 1.0 and 0.0 <= momentum < 1.0 and local_steps >= 1):
-            raise ValueError(f"need 0 < lr <= 1, 0 <= momentum < 1, local_steps >= 1; "
-                             f"got {lr}, {momentum}, {local_steps}")
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
-        if not (0.0 < max_client_share <= 1.0 and 0.0 <= trim_fraction < 0.5):
-            raise ValueError(f"need 0 < max_client_share <= 1 and 0 <= trim_fraction < 0.5; "
-                             f"got {max_client_share}, {trim_fraction}")
-        self.weighting = weighting
-        self.algorithm = "dwf" if weighting == "dynamic" else "ewf"
-        self.lr = lr
-        self.momentum = momentum
-        self.local_steps = local_steps
-        self.max_client_share = float(max_client_share)
-        self.aggregation = aggregation
-        self.trim_fraction = float(trim_fraction)
+    def __init__(self, k: int | None = None, /, **settings) -> None:
+        super().__init__(k, **settings)
+        self.weighting = "dynamic" if self.algorithm == "dwf" else "equal"
+        self.lr = self.options.lr
+        self.momentum = self.options.momentum
+        self.local_steps = self.options.local_steps
+        self.max_client_share = self.options.max_client_share
+        self.aggregation = self.options.aggregation
+        self.trim_fraction = self.options.trim_fraction
         self._previous: np.ndarray | None = None
         #: Nodes already warned about their spread (once per node and run).
         self.spread_warned: set[int] = set()
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> WeightedFederatedKMeans:
-        """Build the strategy from a validated :class:`RunConfig`."""
-        return cls(
-            config.k,
-            weighting="dynamic" if config.algorithm == "dwf" else "equal",
-            lr=config.lr,
-            momentum=config.momentum,
-            local_steps=config.local_steps,
-            max_client_share=config.max_client_share,
-            aggregation=config.aggregation,
-            trim_fraction=config.trim_fraction,
-            num_rounds=config.num_server_rounds,
-            tol=config.tol,
-            init=config.init,
-            k_prime=config.k_prime or None,
-            **cls.common_options(config),
-        )
 
     def train_settings(self) -> dict:
         """Local Lloyd steps and tolerance (Algorithm 2, LocalUpdate)."""

@@ -8,4 +8,4 @@ from .strategy import FeCA
 
 FECA_METHOD = Method("feca", "FeCA, one-shot grouping of local centroids by radius",
                      "Xu, Chen, Chao & Zhang, Jigsaw Game: Federated Clustering (papers/004)",
-                     FeCA, ("k-prime", "radius"), {FECA: feca_request})
+                     FeCA, {FECA: feca_request})

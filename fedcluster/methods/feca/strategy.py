@@ -18,7 +18,6 @@ groups (the result then has fewer centroids).
 from __future__ import annotations
 
 from logging import INFO, WARNING
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,10 +25,9 @@ from ...logs import log
 from ...strategies.initialisation import local_kmeans_settings, validate_local_centroids
 from ...strategies.oneshot import OneShotStrategy
 from .client import FECA
-from .kernels import RADIUS_RULES, feca_aggregate
+from .kernels import feca_aggregate
+from .options import FeCAOptions
 
-if TYPE_CHECKING:
-    from ...config import RunConfig
 
 
 class FeCA(OneShotStrategy):
@@ -52,36 +50,18 @@ class FeCA(OneShotStrategy):
       the same local solution, section 4.3), the result has fewer than ``k``
       centroids and the log says so.
 
-    Parameters
-    ----------
-    k : int
-        Number of clusters.
-    k_prime : int, optional
-        Clusters of each client's local k-means (default ``k``).
-    radius : {"algorithm4", "theoretical"}, default="algorithm4"
-        The clients' radius rule: Algorithm 4 (per centroid, the paper's
-        choice for its experiments) or Algorithm 3 (one radius per client).
-    **options
-        The common options of :class:`~.base.ClusteringStrategy`.
+    Its settings are :class:`~.options.FeCAOptions`: besides those of every
+    method, ``k_prime`` (0: ``k``) and ``radius``, the clients' radius rule:
+    ``"algorithm4"`` (per centroid, the paper's choice for its experiments)
+    or ``"theoretical"`` (Algorithm 3, one radius per client).
     """
 
-    algorithm = "feca"
+    Options = FeCAOptions
 
-    def __init__(self, k: int, *, k_prime: int | None = None, radius: str = "algorithm4",
-                 **options) -> None:
-        super().__init__(k, **options)
-        if k_prime is not None and k_prime < 1:
-            raise ValueError(f"k_prime must be >= 1, got {k_prime}")
-        if radius not in RADIUS_RULES:
-            raise ValueError(f"radius must be one of {', '.join(RADIUS_RULES)}, got {radius!r}")
-        self.k_local = k_prime or k
-        self.radius = radius
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> FeCA:
-        """Build the strategy from a validated :class:`RunConfig`."""
-        return cls(config.k, k_prime=config.k_prime or None, radius=config.radius,
-                   **cls.common_options(config))
+    def __init__(self, k: int | None = None, /, **settings) -> None:
+        super().__init__(k, **settings)
+        self.k_local = self.options.local_k
+        self.radius = self.options.radius
 
     def request(self):
         """Every connected client's refined centroids, radii and cluster sizes."""

@@ -9,7 +9,4 @@ from .strategy import FederatedMiniBatchKMeans
 FEDKMEANS = Method(
     "fedkmeans", "Federated mini-batch k-means with client and server learning rates",
     "Triebe & Rajagopal, Federated K-Means: Clustering Algorithm and Proof of Concept (papers/003)",
-    FederatedMiniBatchKMeans,
-    ("lr", "momentum", "client-lr", "local-steps", "batch-size", "reseed-fraction",
-     "reseed-patience", "init"),
-    {MINIBATCH: round_request})
+    FederatedMiniBatchKMeans, {MINIBATCH: round_request})

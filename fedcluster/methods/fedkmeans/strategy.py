@@ -10,8 +10,6 @@ size are re-seeded.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 from logging import INFO
 
@@ -23,9 +21,8 @@ from ...logs import log
 from ...messages import ClientSummary
 from ...strategies.rounds import RoundBasedStrategy
 from .client import MINIBATCH
+from .options import FedKMeansOptions
 
-if TYPE_CHECKING:
-    from ...config import RunConfig
 
 
 class FederatedMiniBatchKMeans(RoundBasedStrategy):
@@ -89,77 +86,31 @@ class FederatedMiniBatchKMeans(RoundBasedStrategy):
       round by a permutation from that seed and shuffles the batch order
       every epoch (:func:`~fedcluster.methods.fedkmeans.kernels.client_kmeans`).
     * **Initialisation.** The paper starts from random centroids:
-      ``init="random"`` (uniform in the federated bounding box) is the
-      default here; the run configuration's default is ``local-kmeans``.
+      ``init="random"`` draws them uniformly in the federated bounding box;
+      the default start is every method's, ``local-kmeans``.
 
-    Parameters
-    ----------
-    k : int
-        Number of clusters.
-    lr : float
-        Server learning rate alpha in (0, 1].
-    momentum : float
-        Server momentum rho in [0, 1) (the second entry of the paper's
-        alpha pair).
-    client_lr : float
-        Client learning rate beta in (0, 1].
-    local_steps : int
-        Local epochs E.
-    batch_size : int
-        Mini-batch size B; 0 means all local rows (``B = infinity``).
-    reseed_fraction : float
-        A cluster is small below this fraction of the mean cluster size (the
-        round's points over k), in [0, 1); 0 never re-seeds.
-    reseed_patience : int
-        Consecutive small rounds before a cluster is re-seeded.
-    **options
-        ``num_rounds`` (T), ``tol``, ``init``, ``k_prime`` of
-        :class:`~.rounds.RoundBasedStrategy` and the common options of
-        :class:`~.base.ClusteringStrategy` (``participation`` is C).
+    Its settings are :class:`~.options.FedKMeansOptions`: ``lr`` and
+    ``momentum`` are the paper's server pair alpha = (alpha, rho);
+    ``client_lr`` is beta; ``local_steps`` the local epochs E; ``batch_size``
+    B (0: all local rows, ``B = infinity``); ``reseed_fraction`` and
+    ``reseed_patience`` the re-seeding rule above; ``num_server_rounds`` is T
+    and ``participation`` C.
     """
 
-    algorithm = "fedkmeans"
+    Options = FedKMeansOptions
     train_type = MINIBATCH
 
-    def __init__(self, k: int, *, lr: float = 1.0, momentum: float = 0.0, client_lr: float = 1.0,
-                 local_steps: int = 1, batch_size: int = 0, reseed_fraction: float = 0.01,
-                 reseed_patience: int = 20, init: str = "random", **options) -> None:
-        super().__init__(k, init=init, **options)
-        if not (0.0 < lr <= 1.0 and 0.0 <= momentum < 1.0 and 0.0 < client_lr <= 1.0):
-            raise ValueError(f"need 0 < lr <= 1, 0 <= momentum < 1, 0 < client_lr <= 1; "
-                             f"got {lr}, {momentum}, {client_lr}")
-        if local_steps < 1 or batch_size < 0 or reseed_patience < 1 or not 0.0 <= reseed_fraction < 1.0:
-            raise ValueError(f"need local_steps >= 1, batch_size >= 0, 0 <= reseed_fraction < 1, "
-                             f"reseed_patience >= 1; got {local_steps}, {batch_size}, "
-                             f"{reseed_fraction}, {reseed_patience}")
-        self.lr = lr
-        self.momentum = momentum
-        self.client_lr = client_lr
-        self.local_steps = local_steps
-        self.batch_size = batch_size
-        self.reseed_fraction = reseed_fraction
-        self.reseed_patience = reseed_patience
+    def __init__(self, k: int | None = None, /, **settings) -> None:
+        super().__init__(k, **settings)
+        self.lr = self.options.lr
+        self.momentum = self.options.momentum
+        self.client_lr = self.options.client_lr
+        self.local_steps = self.options.local_steps
+        self.batch_size = self.options.batch_size
+        self.reseed_fraction = self.options.reseed_fraction
+        self.reseed_patience = self.options.reseed_patience
         self._previous: np.ndarray | None = None
-        self._small_rounds = np.zeros(k, dtype=np.int64)
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> FederatedMiniBatchKMeans:
-        """Build the strategy from a validated :class:`RunConfig`."""
-        return cls(
-            config.k,
-            lr=config.lr,
-            momentum=config.momentum,
-            client_lr=config.client_lr,
-            local_steps=config.local_steps,
-            batch_size=config.batch_size,
-            reseed_fraction=config.reseed_fraction,
-            reseed_patience=config.reseed_patience,
-            num_rounds=config.num_server_rounds,
-            tol=config.tol,
-            init=config.init,
-            k_prime=config.k_prime or None,
-            **cls.common_options(config),
-        )
+        self._small_rounds = np.zeros(self.k, dtype=np.int64)
 
     def train_settings(self) -> dict:
         """E, B, beta and this round's seed of the clients' batches."""

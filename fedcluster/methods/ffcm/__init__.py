@@ -9,6 +9,6 @@ from .strategy import FederatedFuzzyCMeans
 PAPER = "Stallmann & Wilbik, Towards Federated Clustering: FFCM (papers/001)"
 
 AVG1 = Method("ffcm-avg1", "Federated fuzzy c-means, support-weighted mean (eq. 8)", PAPER,
-              FederatedFuzzyCMeans, ("fuzzifier", "init"), {FUZZY: round_request})
+              FederatedFuzzyCMeans, {FUZZY: round_request})
 AVG2 = Method("ffcm-avg2", "Federated fuzzy c-means, k-means over local centres (eq. 9)", PAPER,
-              FederatedFuzzyCMeans, ("fuzzifier", "init"), {FUZZY: round_request})
+              FederatedFuzzyCMeans, {FUZZY: round_request})

@@ -5,12 +5,10 @@ its memberships (eq. 5), local centres (eq. 6) and supports (eq. 7) and sends
 the centres and supports; the server averages them by the support-weighted
 mean (avg1, eq. 8) or by k-means over all local centres (avg2, eq. 9). A run
 stops when the summed movement of the centres, ``sum_k ||c_k,t - c_k,t+1||``,
-is below ``tol`` (the paper's epsilon) or after ``num_rounds`` rounds.
+is below ``tol`` (the paper's epsilon) or after ``num_server_rounds`` rounds.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -18,13 +16,9 @@ from ...numerics import weighted_centroid_mean
 from .kernels import kmeans_average, summed_movement
 from ...messages import ClientSummary, validate_reply
 from .client import FUZZY
+from .options import FFCMOptions
 from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT
 from ...strategies.rounds import RoundBasedStrategy
-
-if TYPE_CHECKING:
-    from ...config import RunConfig
-
-Averaging = Literal["avg1", "avg2"]
 
 
 class FederatedFuzzyCMeans(RoundBasedStrategy):
@@ -54,49 +48,22 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
       global centre as ``sse``, so the round scores in the history are the
       k-means score of every other method; the final score is the same.
     * The paper initialises the centres at random and names no distribution;
-      ``init="random"`` (uniform in the federated bounding box) is the
-      default here. The run configuration's default is ``local-kmeans``.
+      ``init="random"`` draws them uniformly in the federated bounding box.
+      The default start is every method's, ``local-kmeans``.
 
-    Parameters
-    ----------
-    k : int
-        Number of clusters.
-    averaging : {"avg1", "avg2"}
-        Eq. 8 or eq. 9.
-    fuzzifier : float
-        The weighting exponent ``m > 1`` (the paper: 2; 1.1 for its case 2).
-    **options
-        ``num_rounds``, ``tol`` (epsilon), ``init``, ``k_prime`` of
-        :class:`~.rounds.RoundBasedStrategy` and the common options of
-        :class:`~.base.ClusteringStrategy`.
+    Its settings are :class:`~.options.FFCMOptions`: ``algorithm``
+    ``"ffcm-avg1"`` (eq. 8) or ``"ffcm-avg2"`` (eq. 9); ``fuzzifier``, the
+    weighting exponent ``m > 1`` (the paper: 2; 1.1 for its case 2);
+    ``tol``, the paper's epsilon.
     """
 
+    Options = FFCMOptions
     train_type = FUZZY
 
-    def __init__(self, k: int, *, averaging: Averaging = "avg1", fuzzifier: float = 2.0,
-                 init: str = "random", **options) -> None:
-        super().__init__(k, init=init, **options)
-        if averaging not in ("avg1", "avg2"):
-            raise ValueError(f"averaging must be 'avg1' or 'avg2', got {averaging!r}")
-        if not (np.isfinite(fuzzifier) and fuzzifier > 1):
-            raise ValueError(f"fuzzifier must be a finite number > 1, got {fuzzifier!r}")
-        self.averaging = averaging
-        self.algorithm = f"ffcm-{averaging}"
-        self.fuzzifier = float(fuzzifier)
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> FederatedFuzzyCMeans:
-        """Build the strategy from a validated :class:`RunConfig`."""
-        return cls(
-            config.k,
-            averaging="avg1" if config.algorithm == "ffcm-avg1" else "avg2",
-            fuzzifier=config.fuzzifier,
-            num_rounds=config.num_server_rounds,
-            tol=config.tol,
-            init=config.init,
-            k_prime=config.k_prime or None,
-            **cls.common_options(config),
-        )
+    def __init__(self, k: int | None = None, /, **settings) -> None:
+        super().__init__(k, **settings)
+        self.averaging = self.algorithm.removeprefix("ffcm-")
+        self.fuzzifier = self.options.fuzzifier
 
     def train_settings(self) -> dict:
         """The fuzzifier m of eq. 5-7."""

@@ -12,4 +12,4 @@ from .strategy import GarstFederatedKMeans
 
 FKM = Method("fkm", "Federated k-means with server k-means over client centroids",
              "Garst & Reinders, Federated K-Means Clustering (papers/002)",
-             GarstFederatedKMeans, (), {GARST_INIT: init_request, GARST: round_request})
+             GarstFederatedKMeans, {GARST_INIT: init_request, GARST: round_request})

@@ -12,8 +12,6 @@ are never sent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from logging import INFO, WARNING
 
 import numpy as np
@@ -25,28 +23,20 @@ from ...messages import ClientSummary, ProtocolError, validate_reply
 from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT, keep_common_dimension
 from ...strategies.rounds import RoundBasedStrategy
 from .client import GARST, GARST_INIT
-
-if TYPE_CHECKING:
-    from ...config import RunConfig
+from .options import FKMOptions
 
 
 class GarstFederatedKMeans(RoundBasedStrategy):
     """FKM: iterated server k-means over the clients' local centroids (Garst & Reinders).
 
-    Parameters
-    ----------
-    k : int
-        Number of global clusters ``K_g``.
-    num_rounds : int
-        Largest number of rounds after the initial one.
-    tol : float
-        Stop when the Frobenius norm of the movement of the global centroids
-        (matched to the previous ones, see below) is below ``tol``; ``0`` runs
-        every round.
-    **options
-        The common options of :class:`~.base.ClusteringStrategy`; among them
-        ``min_cluster_size``, the paper's privacy threshold ``p``: a client
-        never sends a cluster of fewer rows (the paper uses 2).
+    Its settings are :class:`~.options.FKMOptions`, those of every method:
+    ``k`` is ``K_g``; ``num_server_rounds`` counts the rounds after the
+    initial one; the run stops when the Frobenius norm of the movement of
+    the global centroids (matched to the previous ones, see below) is below
+    ``tol`` (0 runs every round); ``min_cluster_size`` is the paper's privacy
+    threshold ``p``: a client never sends a cluster of fewer rows (the paper
+    uses 2). It takes no ``init`` and no ``k_prime`` (its own first round
+    starts it).
 
     Notes
     -----
@@ -79,23 +69,8 @@ class GarstFederatedKMeans(RoundBasedStrategy):
       same).
     """
 
-    algorithm = "fkm"
+    Options = FKMOptions
     train_type = GARST
-
-    def __init__(self, k: int, *, num_rounds: int = 100, tol: float = 1e-4, **options) -> None:
-        if "init" in options or "k_prime" in options:
-            raise TypeError("FKM starts from its own k-means++ round; it takes no init or k_prime")
-        super().__init__(k, num_rounds=num_rounds, tol=tol, **options)
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> GarstFederatedKMeans:
-        """Build the strategy from a validated :class:`RunConfig`."""
-        return cls(
-            config.k,
-            num_rounds=config.num_server_rounds,
-            tol=config.tol,
-            **cls.common_options(config),
-        )
 
     # -- the clients' replies ----------------------------------------------------
     def validate_clusters(self, summary: ClientSummary, dim: int | None, *, with_sse: bool

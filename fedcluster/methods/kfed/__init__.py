@@ -10,4 +10,4 @@ from ..spec import Method
 from .strategy import KFed
 
 KFED = Method("kfed", "k-FED, one-shot farthest-point clustering of local centres",
-              "Dennis, Li & Smith, Heterogeneity for the Win, ICML 2021", KFed, ("k-prime",))
+              "Dennis, Li & Smith, Heterogeneity for the Win, ICML 2021", KFed)

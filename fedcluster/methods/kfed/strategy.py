@@ -15,29 +15,20 @@ the run with a clear message if they are fewer than ``k``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...messages import LOCAL_KMEANS
 from ...strategies.initialisation import kfed_from_replies, local_kmeans_settings, validate_local_centroids
 from ...strategies.oneshot import OneShotStrategy
+from .options import KFedOptions
 
-if TYPE_CHECKING:
-    from ...config import RunConfig
 
 
 class KFed(OneShotStrategy):
     """k-FED: one-shot farthest-point clustering of the clients' local k'-means centres.
 
-    Parameters
-    ----------
-    k : int
-        Number of global clusters.
-    k_prime : int, optional
-        Clusters of each client's local k-means (``k'``; default ``k``). The
-        paper's analysis asks for ``k' <= sqrt(k)`` true clusters per client;
-        a client with fewer distinct rows sends fewer centres.
-    **options
-        The common options of :class:`~.base.ClusteringStrategy`.
+    Its settings are :class:`~.options.KFedOptions`: besides those of every
+    method, ``k_prime``, the clusters of each client's local k-means (``k'``;
+    0: ``k``). The paper's analysis asks for ``k' <= sqrt(k)`` true clusters
+    per client; a client with fewer distinct rows sends fewer centres.
 
     Notes
     -----
@@ -53,19 +44,11 @@ class KFed(OneShotStrategy):
       seed gives the same centres whatever the node ids.
     """
 
-    algorithm = "kfed"
+    Options = KFedOptions
 
-    def __init__(self, k: int, *, k_prime: int | None = None, **options) -> None:
-        super().__init__(k, **options)
-        if k_prime is not None and (isinstance(k_prime, bool) or not isinstance(k_prime, int)
-                                    or k_prime < 1):
-            raise ValueError(f"k_prime must be an integer >= 1 (or None for k), got {k_prime!r}")
-        self.k_prime = k_prime or k
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> KFed:
-        """Build the strategy from a validated :class:`RunConfig` (``k-prime`` 0 means ``k``)."""
-        return cls(config.k, k_prime=config.k_prime or None, **cls.common_options(config))
+    def __init__(self, k: int | None = None, /, **settings) -> None:
+        super().__init__(k, **settings)
+        self.k_prime = self.options.local_k
 
     def request(self):
         """The centres of every connected client's local k'-means."""

@@ -6,5 +6,4 @@ from ..spec import Method
 from .strategy import MatchAveraging
 
 MAVG = Method("mavg", "Match averaging of local centroids (Hungarian matching)",
-              "the M-Avg baseline of Xu et al., Jigsaw Game (papers/004)", MatchAveraging,
-              ("k-prime",))
+              "the M-Avg baseline of Xu et al., Jigsaw Game (papers/004)", MatchAveraging)

@@ -12,7 +12,6 @@ ends (see :class:`MatchAveraging`, "Empty clusters").
 from __future__ import annotations
 
 from logging import INFO, WARNING
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,9 +22,8 @@ from ...results import RunResult
 from ...strategies.initialisation import local_kmeans_settings, validate_local_centroids
 from ...strategies.oneshot import OneShotStrategy
 from .kernels import best_match_average, fill_empty_slots
+from .options import MAvgOptions
 
-if TYPE_CHECKING:
-    from ...config import RunConfig
 
 
 class MatchAveraging(OneShotStrategy):
@@ -78,30 +76,17 @@ class MatchAveraging(OneShotStrategy):
     slots are filled as empty ones are, from the local centroids the matched
     means represent worst, up to ``k'`` where there are enough.
 
-    Parameters
-    ----------
-    k : int
-        Number of clusters.
-    k_prime : int, optional
-        Clusters of each client's local k-means (default ``k``).
-    **options
-        The common options of :class:`~.base.ClusteringStrategy`.
+    Its settings are :class:`~.options.MAvgOptions`: besides those of every
+    method, ``k_prime``, the clusters of each client's local k-means (0: ``k``).
     """
 
-    algorithm = "mavg"
+    Options = MAvgOptions
 
-    def __init__(self, k: int, *, k_prime: int | None = None, **options) -> None:
-        super().__init__(k, **options)
-        if k_prime is not None and k_prime < 1:
-            raise ValueError(f"k_prime must be >= 1, got {k_prime}")
-        self.k_local = k_prime or k
+    def __init__(self, k: int | None = None, /, **settings) -> None:
+        super().__init__(k, **settings)
+        self.k_local = self.options.local_k
         #: This restart's local centroids and counts, pooled (the candidates of empty slots).
         self._local: tuple[np.ndarray, np.ndarray] | None = None
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> MatchAveraging:
-        """Build the strategy from a validated :class:`RunConfig`."""
-        return cls(config.k, k_prime=config.k_prime or None, **cls.common_options(config))
 
     def request(self):
         """Every connected client's local k'-means centroids and counts."""
