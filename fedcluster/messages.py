@@ -13,9 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import AllowInfNan, BaseModel, TypeAdapter, ValidationError
 
 from .data.validation import MAX_ABS_VALUE
 
@@ -106,6 +108,32 @@ def request_setting(config: Mapping, key: str, kind: type, valid: Callable[[Any]
     if not valid(value):
         raise ProtocolError(f"request config '{key}' has an invalid value {value!r}")
     return kind(value)
+
+
+def request_option(config: Mapping, model: type[BaseModel], key: str):
+    """A method setting a request carries, checked against its one declaration.
+
+    The server validated the setting with ``model`` (the method's options,
+    :mod:`fedcluster.options`); the client checks what arrives with the same
+    field: its type, strictly (no bool for a number, no float for an
+    integer), and its range. :class:`ProtocolError` names a bad value.
+    """
+    if key not in config:
+        raise ProtocolError(f"request config lacks '{key}'")
+    try:
+        return _option_adapter(model, key).validate_python(config[key], strict=True)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        raise ProtocolError(f"request config '{key}' has an invalid value {config[key]!r} "
+                            f"({reason})") from None
+
+
+@lru_cache(maxsize=None)
+def _option_adapter(model: type[BaseModel], key: str) -> TypeAdapter:
+    field = model.model_fields[key.replace("-", "_")]
+    finite = (AllowInfNan(False),) if field.annotation is float else ()
+    metadata = (*field.metadata, *finite)
+    return TypeAdapter(Annotated[field.annotation, *metadata] if metadata else field.annotation)
 
 
 def finite_array(array: np.ndarray, what: str, ndim: int | None = None) -> np.ndarray:

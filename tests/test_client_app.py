@@ -103,7 +103,7 @@ def test_bad_data_and_bad_requests_get_error_replies_that_name_the_problem(tmp_p
         ({"data-path": str(tmp_path / "good.npy")}, {**LLOYD_CONFIG, "local-steps": 0}, centroids,
          "request config 'local-steps' has an invalid value 0"),
         ({"data-path": str(tmp_path / "good.npy")}, {**LLOYD_CONFIG, "tol": "x"}, centroids,
-         "request config 'tol' must be float"),
+         "request config 'tol' has an invalid value 'x' (Input should be a valid number)"),
         ({"data-path": str(tmp_path / "good.npy")}, LLOYD_CONFIG, None, "request carries no global centroids"),
         ({"data-path": str(tmp_path / "good.npy")}, LLOYD_CONFIG, np.full((2, 2), np.inf),
          "request centroids has non-finite values"),

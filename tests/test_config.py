@@ -115,3 +115,21 @@ def test_a_strategy_refuses_a_bad_setting_naming_it():
         GarstFederatedKMeans(3, init="random")
     with pytest.raises(ConfigError, match=r"'algorithm': 'dwf'"):
         GarstFederatedKMeans(3, algorithm="dwf")
+
+
+def test_a_client_checks_a_request_setting_with_the_servers_declaration():
+    from fedcluster.messages import ProtocolError, request_option
+    from fedcluster.methods.fedkmeans.options import FedKMeansOptions
+
+    assert request_option({"client-lr": 1}, FedKMeansOptions, "client-lr") == 1.0
+    for bad in (1.5, 0, float("nan")):  # out of range: the server refuses it too
+        with pytest.raises(ProtocolError, match="request config 'client-lr' has an invalid value"):
+            request_option({"client-lr": bad}, FedKMeansOptions, "client-lr")
+        with pytest.raises(ConfigError, match="'client-lr'"):
+            RunConfig.from_mapping({"client-lr": bad, "algorithm": "fedkmeans"})
+    # A request's values are typed (the server's checked settings), so the client is strict.
+    for bad in (True, "0.5"):
+        with pytest.raises(ProtocolError, match="request config 'client-lr' has an invalid value"):
+            request_option({"client-lr": bad}, FedKMeansOptions, "client-lr")
+    with pytest.raises(ProtocolError, match="request config 'batch-size' has an invalid value 2.0"):
+        request_option({"batch-size": 2.0}, FedKMeansOptions, "batch-size")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ...client.privacy import check_rows, withhold_small
-from ...client.steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
-from ...messages import ClientSummary, request_setting
+from ...client.steps import chunk_size, min_cluster_size, need_centroids
+from ...messages import ClientSummary, request_option
 from ...numerics import lloyd, namespace_of, to_numpy
+from .options import DWFOptions
 
 
 #: The request kind of this step (Flower routes "<category>.<action>").
@@ -31,8 +32,8 @@ def lloyd_request(X, centroids, config: dict) -> ClientSummary:
     result = lloyd(
         X,
         xp.asarray(given),
-        max_iter=request_setting(config, "local-steps", int, positive),
-        tol=request_setting(config, "tol", float, non_negative),
+        max_iter=request_option(config, DWFOptions, "local-steps"),
+        tol=request_option(config, DWFOptions, "tol"),
         chunk_size=chunk_size(config),
     )
     sent, counts = withhold_small(to_numpy(result.centroids), to_numpy(result.first.counts),

@@ -10,10 +10,11 @@ the centroid-radius pairs with their cluster sizes
 from __future__ import annotations
 
 from ...numerics import namespace_of
-from .kernels import RADIUS_RULES, feca_client_update
-from ...messages import ClientSummary, request_setting
+from .kernels import feca_client_update
+from ...messages import ClientSummary, request_option
 from ...client.privacy import keep_large
 from ...client.steps import chunk_size, local_kmeans_request, min_cluster_size
+from .options import FeCAOptions
 
 
 #: The request kind of this step (Flower routes "<category>.<action>").
@@ -32,7 +33,7 @@ def feca_request(X, centroids, config: dict) -> ClientSummary:
     refinement (whose reassignment may leave a centroid with fewer rows);
     the server groups whatever centroid-radius pairs it gets.
     """
-    radius = request_setting(config, "radius", str, lambda value: value in RADIUS_RULES)
+    radius = request_option(config, FeCAOptions, "radius")
     local = local_kmeans_request(X, None, config)
     update = feca_client_update(X, namespace_of(X).asarray(local.centroids), radius=radius,
                                 chunk_size=chunk_size(config))

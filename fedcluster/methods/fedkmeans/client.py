@@ -6,9 +6,10 @@ import numpy as np
 
 from ...numerics import namespace_of, to_numpy
 from .kernels import client_kmeans
-from ...messages import ClientSummary, request_setting
+from ...messages import ClientSummary, request_option, request_setting
 from ...client.privacy import check_rows, withhold_small
-from ...client.steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
+from ...client.steps import chunk_size, min_cluster_size, need_centroids, non_negative
+from .options import FedKMeansOptions
 
 
 #: The request kind of this step (Flower routes "<category>.<action>").
@@ -36,9 +37,9 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
         X,
         xp.asarray(given),
         rng=np.random.default_rng(request_setting(config, "seed", int, non_negative)),
-        epochs=request_setting(config, "local-steps", int, positive),
-        batch_size=request_setting(config, "batch-size", int, non_negative),
-        lr=request_setting(config, "client-lr", float, lambda v: 0 < v <= 1),
+        epochs=request_option(config, FedKMeansOptions, "local-steps"),
+        batch_size=request_option(config, FedKMeansOptions, "batch-size"),
+        lr=request_option(config, FedKMeansOptions, "client-lr"),
         chunk_size=chunk_size(config),
     )
     counts = to_numpy(result.counts)

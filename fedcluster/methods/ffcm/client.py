@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 from ...numerics import namespace_of, to_numpy
 from .kernels import fuzzy_step
-from ...messages import ClientSummary, request_setting
+from ...messages import ClientSummary, request_option
 from ...client.privacy import check_rows, withhold_small
 from ...client.steps import chunk_size, min_cluster_size, need_centroids
+from .options import FFCMOptions
 
 
 #: The request kind of this step (Flower routes "<category>.<action>").
@@ -37,7 +36,7 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
     step = fuzzy_step(
         X,
         xp.asarray(given),
-        fuzzifier=request_setting(config, "fuzzifier", float, lambda v: math.isfinite(v) and v > 1),
+        fuzzifier=request_option(config, FFCMOptions, "fuzzifier"),
         chunk_size=chunk_size(config),
     )
     counts = to_numpy(step.counts)
