@@ -113,8 +113,8 @@ def test_replies_with_too_many_centroids_are_rejected(flwr_log):
 def test_from_config_and_bad_parameters():
     strategy = build_strategy(RunConfig(algorithm="feca", k=4, k_prime=6, radius="theoretical"))
     assert isinstance(strategy, FeCA)
-    assert (strategy.k_local, strategy.radius, strategy.algorithm) == (6, "theoretical", "feca")
-    assert build_strategy(RunConfig(algorithm="feca", k=4)).k_local == 4
+    assert (strategy.options.local_k, strategy.radius, strategy.algorithm) == (6, "theoretical", "feca")
+    assert build_strategy(RunConfig(algorithm="feca", k=4)).options.local_k == 4
     with pytest.raises(ConfigError, match="'radius': 'largest' .*allowed: one of 'algorithm4'"):
         FeCA(3, radius="largest")
     with pytest.raises(ConfigError, match="'k-prime': -1 .*allowed: integer >= 0"):

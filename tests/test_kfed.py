@@ -105,9 +105,9 @@ def test_too_few_centres_is_a_clear_error():
 
 def test_from_config_and_validation():
     strategy = build_strategy(RunConfig.from_mapping({"algorithm": "kfed", "k": 9, "k-prime": 3}))
-    assert isinstance(strategy, KFed) and (strategy.algorithm, strategy.k, strategy.k_prime) == ("kfed", 9, 3)
+    assert isinstance(strategy, KFed) and (strategy.algorithm, strategy.k, strategy.options.local_k) == ("kfed", 9, 3)
     assert strategy.settings["k-prime"] == 3
-    assert build_strategy(RunConfig.from_mapping({"algorithm": "kfed", "k": 9})).k_prime == 9
-    assert KFed(3, k_prime=0).k_prime == 3  # 0 means k, on the command line and in Python
+    assert build_strategy(RunConfig.from_mapping({"algorithm": "kfed", "k": 9})).options.local_k == 9
+    assert KFed(3, k_prime=0).options.local_k == 3  # 0 means k, on the command line and in Python
     with pytest.raises(ConfigError, match="'k-prime': 1.5 .*allowed: integer >= 0"):
         KFed(3, k_prime=1.5)

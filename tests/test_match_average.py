@@ -77,8 +77,8 @@ def test_k_prime_sets_the_local_clusters_and_the_result_size(flwr_log):
 def test_from_config_and_bad_parameters():
     strategy = build_strategy(RunConfig(algorithm="mavg", k=4, k_prime=6))
     assert isinstance(strategy, MatchAveraging)
-    assert (strategy.k_local, strategy.algorithm) == (6, "mavg")
-    assert build_strategy(RunConfig(algorithm="mavg", k=4)).k_local == 4
+    assert (strategy.options.local_k, strategy.algorithm) == (6, "mavg")
+    assert build_strategy(RunConfig(algorithm="mavg", k=4)).options.local_k == 4
     with pytest.raises(ConfigError, match="'k-prime': -2 .*allowed: integer >= 0"):
         MatchAveraging(3, k_prime=-2)
 

@@ -295,7 +295,7 @@ def test_explicit_start_replaces_init_and_gives_flowers_result(tmp_path, s1, s1_
     _, start = s1_start
     strategy = WeightedFederatedKMeans(15, init="random", tol=0.0)
     strategy.explicit_start = start
-    strategy.num_server_rounds = 3
+    strategy.override(num_server_rounds=3)
     run_result = strategy.fit(InMemoryFederation(iid_parts(s1, 2)))
     assert [r.phase for r in run_result.history] == ["train"] * 3
     result = to_result(run_result)

@@ -188,12 +188,12 @@ class FlowerStrategy(Strategy):
                              "requests carry its own settings and it is scored on the clients")
         strategy = self.strategy
         if timeout is not None:
-            strategy.round_timeout = strategy.settings["round-timeout"] = timeout
+            strategy.override(round_timeout=timeout)
         if isinstance(strategy, RoundBasedStrategy):
             if initial_arrays is not None and "centroids" in initial_arrays:
                 strategy.explicit_start = initial_arrays["centroids"].numpy()
             if num_rounds is not None:
-                strategy.num_server_rounds = strategy.settings["num-server-rounds"] = num_rounds
+                strategy.override(num_server_rounds=num_rounds)
         return to_result(strategy.fit(FlowerFederation(grid)))
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,

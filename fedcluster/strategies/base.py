@@ -75,23 +75,8 @@ class ClusteringStrategy:
             options = type(self).Options.from_mapping(given)
         elif k is not None or settings:
             raise TypeError("give validated options or settings by name, not both")
+        #: The validated settings; each reads as an attribute too (``self.k``).
         self.options = options
-        #: The method's ``--algorithm`` name, recorded in the model file.
-        self.algorithm = options.algorithm
-        self.k = options.k
-        self.n_init = options.n_init
-        self.score = options.score
-        self.seed = options.seed
-        self.chunk_size = options.chunk_size
-        self.device = options.device
-        self.settings = options.settings()
-        self.participation = options.participation
-        self.clients_per_round = options.clients_per_round
-        self.min_nodes = options.min_nodes
-        self.node_wait_timeout = options.node_wait_timeout
-        self.round_timeout = options.round_timeout
-        self.min_answer_fraction = options.min_answer_fraction
-        self.min_cluster_size = options.min_cluster_size
         self.rng = np.random.default_rng(self.seed)
         #: Node id -> the number of points its first accepted reply declared; a
         #: client's data does not change during a run, so a later reply that
@@ -104,6 +89,23 @@ class ClusteringStrategy:
     def from_config(cls, config: RunConfig) -> ClusteringStrategy:
         """Build the strategy from a validated :class:`RunConfig` (no second validation)."""
         return cls(options=config.method_options())
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: a setting reads from the options
+        # (``self.k``, ``self.lr``), so no copy of it can go stale.
+        options = self.__dict__.get("options")
+        if options is not None and name in type(options).model_fields:
+            return getattr(options, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def settings(self) -> dict[str, int | float | str | bool]:
+        """The method's settings, as the model file records them."""
+        return self.options.settings()
+
+    def override(self, **settings: Any) -> None:
+        """Replace some settings, validated as the constructor validates them."""
+        self.options = type(self.options).from_mapping({**self.options.model_dump(), **settings})
 
     def summary(self) -> None:
         """Log the method and its settings."""

@@ -41,9 +41,6 @@ class RoundBasedStrategy(ClusteringStrategy):
 
     def __init__(self, k: int | None = None, /, **settings) -> None:
         super().__init__(k, **settings)
-        self.num_server_rounds = self.options.num_server_rounds
-        self.tol = self.options.tol
-        self.init = getattr(self.options, "init", None)
         #: Starting centroids that replace ``init`` (Flower's ``initial_arrays``).
         self.explicit_start: np.ndarray | None = None
 

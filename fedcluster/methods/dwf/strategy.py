@@ -99,13 +99,6 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
 
     def __init__(self, k: int | None = None, /, **settings) -> None:
         super().__init__(k, **settings)
-        self.weighting = "dynamic" if self.algorithm == "dwf" else "equal"
-        self.lr = self.options.lr
-        self.momentum = self.options.momentum
-        self.local_steps = self.options.local_steps
-        self.max_client_share = self.options.max_client_share
-        self.aggregation = self.options.aggregation
-        self.trim_fraction = self.options.trim_fraction
         self._previous: np.ndarray | None = None
         #: Nodes already warned about their spread (once per node and run).
         self.spread_warned: set[int] = set()
@@ -144,7 +137,7 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
         """Eq. 3-5 (weighted mean with the eq. 4 fallback), or a robust aggregate; then eq. 6."""
         local = np.stack([s.centroids for s in summaries])
         if self.aggregation == "mean":
-            weights = (np.stack([s.counts for s in summaries]) if self.weighting == "dynamic"
+            weights = (np.stack([s.counts for s in summaries]) if self.algorithm == "dwf"
                        else np.ones(local.shape[:2]))
             if self.max_client_share < 1.0:
                 weights = cap_client_shares(weights, self.max_client_share)

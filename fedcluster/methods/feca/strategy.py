@@ -58,18 +58,13 @@ class FeCA(OneShotStrategy):
 
     Options = FeCAOptions
 
-    def __init__(self, k: int | None = None, /, **settings) -> None:
-        super().__init__(k, **settings)
-        self.k_local = self.options.local_k
-        self.radius = self.options.radius
-
     def request(self):
         """Every connected client's refined centroids, radii and cluster sizes."""
-        settings = {**local_kmeans_settings(self, self.k_local), "radius": self.radius}
+        settings = {**local_kmeans_settings(self, self.options.local_k), "radius": self.radius}
         return (FECA, settings,
-                lambda s: validate_local_centroids(s, self.k_local,
+                lambda s: validate_local_centroids(s, self.options.local_k,
                                                    expect=("centroids", "counts", "radii")),
-                f"FeCA (local k' = {self.k_local}, radius {self.radius})")
+                f"FeCA (local k' = {self.options.local_k}, radius {self.radius})")
 
     def combine(self, exchange, what):
         """Algorithm 5 over all received centroid-radius pairs."""

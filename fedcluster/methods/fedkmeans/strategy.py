@@ -102,13 +102,6 @@ class FederatedMiniBatchKMeans(RoundBasedStrategy):
 
     def __init__(self, k: int | None = None, /, **settings) -> None:
         super().__init__(k, **settings)
-        self.lr = self.options.lr
-        self.momentum = self.options.momentum
-        self.client_lr = self.options.client_lr
-        self.local_steps = self.options.local_steps
-        self.batch_size = self.options.batch_size
-        self.reseed_fraction = self.options.reseed_fraction
-        self.reseed_patience = self.options.reseed_patience
         self._previous: np.ndarray | None = None
         self._small_rounds = np.zeros(self.k, dtype=np.int64)
 

@@ -60,10 +60,10 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
     Options = FFCMOptions
     train_type = FUZZY
 
-    def __init__(self, k: int | None = None, /, **settings) -> None:
-        super().__init__(k, **settings)
-        self.averaging = self.algorithm.removeprefix("ffcm-")
-        self.fuzzifier = self.options.fuzzifier
+    @property
+    def averaging(self) -> str:
+        """``"avg1"`` (eq. 8) or ``"avg2"`` (eq. 9)."""
+        return self.algorithm.removeprefix("ffcm-")
 
     def train_settings(self) -> dict:
         """The fuzzifier m of eq. 5-7."""

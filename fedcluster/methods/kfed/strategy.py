@@ -46,14 +46,10 @@ class KFed(OneShotStrategy):
 
     Options = KFedOptions
 
-    def __init__(self, k: int | None = None, /, **settings) -> None:
-        super().__init__(k, **settings)
-        self.k_prime = self.options.local_k
-
     def request(self):
         """The centres of every connected client's local k'-means."""
-        return (LOCAL_KMEANS, local_kmeans_settings(self, self.k_prime),
-                lambda s: validate_local_centroids(s, self.k_prime), f"k-FED (local k' = {self.k_prime})")
+        return (LOCAL_KMEANS, local_kmeans_settings(self, self.options.local_k),
+                lambda s: validate_local_centroids(s, self.options.local_k), f"k-FED (local k' = {self.options.local_k})")
 
     def combine(self, exchange, what):
         """k-FED's central step over the accepted replies."""

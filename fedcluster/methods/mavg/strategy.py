@@ -84,14 +84,13 @@ class MatchAveraging(OneShotStrategy):
 
     def __init__(self, k: int | None = None, /, **settings) -> None:
         super().__init__(k, **settings)
-        self.k_local = self.options.local_k
         #: This restart's local centroids and counts, pooled (the candidates of empty slots).
         self._local: tuple[np.ndarray, np.ndarray] | None = None
 
     def request(self):
         """Every connected client's local k'-means centroids and counts."""
-        return (LOCAL_KMEANS, local_kmeans_settings(self, self.k_local),
-                lambda s: validate_local_centroids(s, self.k_local), f"M-Avg (local k' = {self.k_local})")
+        return (LOCAL_KMEANS, local_kmeans_settings(self, self.options.local_k),
+                lambda s: validate_local_centroids(s, self.options.local_k), f"M-Avg (local k' = {self.options.local_k})")
 
     def combine(self, exchange, what):
         """Match the clients' centroid sets and average the matched centroids."""
@@ -104,13 +103,13 @@ class MatchAveraging(OneShotStrategy):
             "matched means %.6g", what, len(sets), result.n_iter,
             result.cost / sum(len(s) for s in sets))
         centroids = result.centroids
-        if len(centroids) < self.k_local:
+        if len(centroids) < self.options.local_k:
             # Every client withheld or lost some of its k' clusters (below the privacy floor,
             # or fewer distinct rows): the missing slots take the local centroids represented worst.
-            extra = self.k_local - len(centroids)
+            extra = self.options.local_k - len(centroids)
             padded, used = fill_empty_slots(
                 np.concatenate([centroids, np.zeros((extra, centroids.shape[1]))]),
-                np.arange(self.k_local) >= len(centroids), *self._local)
+                np.arange(self.options.local_k) >= len(centroids), *self._local)
             log(INFO, "%s: the largest client set has %d centroids; %d more are local centroids "
                 "the matched means represent worst", what, len(centroids), int(used.sum()))
             centroids = padded[:len(centroids) + int(used.sum())]
