@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-import fedcluster.metrics.local as local_module
+import fedcluster.numerics.distance as distance_module
 from fedcluster.metrics import LocalStatistics, local_statistics
 from fedcluster.numerics.backend import get_namespace
 
@@ -65,7 +65,7 @@ def test_chunks_do_not_change_the_statistics(rows):
 def test_the_difference_budget_does_not_change_the_distances(rows, monkeypatch):
     X, labels, centroids = rows
     whole = local_statistics(X, centroids)
-    monkeypatch.setattr(local_module, "_DIFF_BUDGET", 7)
+    monkeypatch.setattr(distance_module, "DIFF_BUDGET", 7)
     small = local_statistics(X, centroids)
     assert small.outside_distance == pytest.approx(whole.outside_distance, rel=1e-13)
     assert small.silhouette_sum == pytest.approx(whole.silhouette_sum, rel=1e-13)

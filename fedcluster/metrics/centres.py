@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..numerics.distance import sq_distances
 from ..numerics.matching import match_to_reference
 
 __all__ = ["centre_distance", "knowledge_gap", "normalised_knowledge_gap"]
@@ -47,7 +48,7 @@ def knowledge_gap(found: ArrayLike, true: ArrayLike) -> float:
     (Euclidean distances, raw units).
     """
     found, true = _centre_pair(found, true)
-    distances = np.sqrt(((found[:, None, :] - true[None, :, :]) ** 2).sum(axis=2))
+    distances = np.sqrt(sq_distances(found, true, summation="pairwise"))
     return float(distances.min(axis=1).sum())
 
 

@@ -78,6 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..numerics.distance import sq_distances
 from .centres import centre_distance, knowledge_gap, normalised_knowledge_gap
 from .local import LocalStatistics
 
@@ -251,7 +252,7 @@ def combine(
 
 def _davies_bouldin(spread: np.ndarray, centres: np.ndarray) -> float:
     """Davies-Bouldin index from mean distances and centres, with scikit-learn's edge cases."""
-    separation = np.sqrt(((centres[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2))
+    separation = np.sqrt(sq_distances(centres, centres, summation="pairwise"))
     if np.allclose(spread, 0.0) or np.allclose(separation, 0.0):
         return 0.0
     separation[separation == 0] = np.inf

@@ -22,13 +22,10 @@ from numpy.typing import ArrayLike
 
 from ..numerics._validation import check_centroids, check_data, check_positive_int
 from ..numerics.backend import namespace_of, to_numpy
+from ..numerics.distance import sq_distances
 from ..numerics.lloyd import DEFAULT_CHUNK_SIZE, assign
 
 __all__ = ["LocalStatistics", "local_statistics"]
-
-#: Largest number of (row, centroid, feature) differences held at once.
-_DIFF_BUDGET = 1 << 21
-
 
 @dataclass(frozen=True)
 class LocalStatistics:
@@ -168,7 +165,8 @@ def local_statistics(
             cells = (clusters[:, None] * d + feature).ravel()
             sums += xp.bincount(cells, weights=chunk.ravel(), minlength=k * d)
             cluster_sse += xp.bincount(clusters, weights=sqdist, minlength=k)
-            d2 = _squared_distances(chunk, R)
+            # Direct form: exact to rounding, as the reported metrics need.
+            d2 = sq_distances(chunk, R)
             rows = xp.arange(len(chunk))
             own2 = d2[rows, clusters]
             own = xp.sqrt(own2)
@@ -233,18 +231,3 @@ def _label_codes(
         raise ValueError(f"labels {missing[:5].tolist()} are not in label_values")
     return vocabulary, codes.astype(np.int64, copy=False)
 
-
-def _squared_distances(chunk: Any, centres: Any) -> Any:
-    """Exact squared Euclidean distances of every row to every centre, shape (rows, k).
-
-    Computed from the differences (no ``||x||^2 - 2 x.c + ||c||^2``
-    cancellation), a few rows at a time to bound the memory.
-    """
-    xp = namespace_of(chunk)
-    k, d = centres.shape
-    step = max(1, _DIFF_BUDGET // max(1, k * d))
-    out = xp.empty((len(chunk), k), dtype=xp.float64)
-    for start in range(0, len(chunk), step):
-        diff = chunk[start:start + step, None, :] - centres[None, :, :]
-        out[start:start + step] = xp.einsum("ikd,ikd->ik", diff, diff)
-    return out

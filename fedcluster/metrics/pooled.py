@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..numerics.backend import to_numpy
+from ..numerics.distance import expanded_sq_distances, row_sq_norms
 from ..numerics.lloyd import assign
 
 __all__ = ["silhouette", "silhouette_for_centroids"]
@@ -59,14 +60,13 @@ def silhouette(X: ArrayLike, clusters: ArrayLike) -> float:
     onehot = np.zeros((n, k))
     onehot[np.arange(n), codes] = 1.0
     centred = X - X.mean(axis=0)
-    sq_norms = np.einsum("ij,ij->i", centred, centred)
+    sq_norms = row_sq_norms(centred)
     values = np.empty(n)
     step = max(1, _PAIR_BUDGET // n)
     for start in range(0, n, step):
         rows = slice(start, min(n, start + step))
         block = centred[rows]
-        d2 = sq_norms[rows, None] - 2.0 * (block @ centred.T) + sq_norms[None, :]
-        np.maximum(d2, 0.0, out=d2)
+        d2 = expanded_sq_distances(block, centred, sq_norms[rows], sq_norms)
         d2[np.arange(d2.shape[0]), np.arange(rows.start, rows.stop)] = 0.0
         totals = np.sqrt(d2) @ onehot  # (rows, k): summed distance to each cluster
         own = codes[rows]

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .distance import sq_distances
 from .lloyd import lloyd
 
 __all__ = ["farthest_point_seeds", "kfed_centres"]
@@ -32,11 +33,12 @@ def farthest_point_seeds(points: np.ndarray, start: np.ndarray, k: int) -> np.nd
     seeds = [np.asarray(c, dtype=np.float64) for c in start]
     if not seeds or len(seeds) > k:
         raise ValueError(f"need between 1 and k = {k} starting seeds, got {len(seeds)}")
-    nearest = np.min([((points - c) ** 2).sum(axis=1) for c in seeds], axis=0)
+    nearest = sq_distances(points, np.array(seeds), summation="pairwise").min(axis=1)
     while len(seeds) < k:
         far = int(np.argmax(nearest))
         seeds.append(points[far])
-        nearest = np.minimum(nearest, ((points - points[far]) ** 2).sum(axis=1))
+        nearest = np.minimum(nearest, sq_distances(points, points[far:far + 1],
+                                                   summation="pairwise")[:, 0])
     return np.array(seeds)
 
 

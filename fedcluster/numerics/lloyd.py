@@ -18,7 +18,6 @@ the inertia of the pass, not by a separate pass over the data.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -34,6 +33,7 @@ from ._validation import (
 )
 from .aggregate import frobenius_movement
 from .backend import namespace_of
+from .distance import assigned_sq_distances, nearest, row_blocks, row_sq_norms
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -90,11 +90,6 @@ class LloydResult(NamedTuple):
     inertia: float
     n_iter: int
     first: ClusterStats
-
-
-def _row_blocks(n_samples: int, chunk_size: int) -> Iterator[slice]:
-    """Yield the row slices of consecutive blocks of at most `chunk_size` rows."""
-    return (slice(start, start + chunk_size) for start in range(0, n_samples, chunk_size))
 
 
 #: Fewest rows per block on a GPU: a block costs about ten kernel launches,
@@ -193,7 +188,7 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
     # squared distances are exact differences in float64 either way. Scaling
     # by -2 is exact.
     scaled = np.ascontiguousarray((-2.0 * centroids).astype(X.dtype))
-    c_sq = np.einsum("ij,ij->i", centroids, centroids).astype(X.dtype)
+    c_sq = row_sq_norms(centroids).astype(X.dtype)
     # Rows per block: the same for any thread count, so the result is too.
     rows = X.shape[0] if X.flags.c_contiguous else min(n, chunk_size)
     max_blocks = max(1, min(KERNEL_MAX_BLOCKS, KERNEL_SLOT_BYTES // (8 * k * d)))
@@ -222,7 +217,7 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
     if X.flags.c_contiguous:
         run(slice(0, n), X)
     else:
-        for part in _row_blocks(n, chunk_size):
+        for part in row_blocks(n, chunk_size):
             run(part, np.ascontiguousarray(X[part]))
     total = float(inertia.sum()) if with_inertia else math.nan
     stats = ClusterStats(sums.sum(axis=0), counts.sum(axis=0), total)
@@ -244,22 +239,16 @@ def _array_pass(X: Any, centroids: Any, weights: Any, block_rows: int, keep_rows
     n, d = X.shape
     k = centroids.shape[0]
     scaled_t = (-2.0 * centroids).T.astype(X.dtype)
-    c_sq = xp.sum(centroids * centroids, axis=1).astype(X.dtype)
+    c_sq = row_sq_norms(centroids, summation="pairwise").astype(X.dtype)
     sums = xp.zeros((k, d), dtype=xp.float64)
     counts = xp.zeros(k, dtype=xp.float64)
     inertia = xp.zeros((), dtype=xp.float64)
     labels = xp.empty(n, dtype=xp.int64) if keep_rows else None
     sqdist = xp.empty(n, dtype=xp.float64) if keep_rows and with_inertia else None
-    for rows in _row_blocks(n, block_rows):
+    for rows in row_blocks(n, block_rows):
         block = X[rows]
         m = block.shape[0]
-        # ||x||^2 is the same for every centroid, so the argmin of
-        # ||c||^2 - 2 x.c ranks the centroids without it; argmin keeps the
-        # lowest index on ties.
-        scores = block @ scaled_t
-        scores += c_sq
-        block_labels = xp.argmin(scores, axis=1)
-        del scores
+        block_labels = nearest(block, scaled_t, c_sq)
         block64 = block.astype(xp.float64)
         w = None if weights is None else weights[rows]
         one_hot = xp.zeros((m, k), dtype=xp.float64)
@@ -268,12 +257,7 @@ def _array_pass(X: Any, centroids: Any, weights: Any, block_rows: int, keep_rows
         counts += one_hot.sum(axis=0)
         del one_hot
         if with_inertia:
-            # The difference to the assigned centroid is exact to rounding:
-            # no cancellation of eps * ||x||^2 as in the expansion above.
-            diff = centroids[block_labels]
-            diff -= block64
-            block_sqdist = xp.einsum("ij,ij->i", diff, diff)
-            del diff
+            block_sqdist = assigned_sq_distances(block64, centroids, block_labels)
             inertia += block_sqdist.sum() if w is None else w @ block_sqdist
             if keep_rows:
                 sqdist[rows] = block_sqdist

@@ -16,6 +16,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from .backend import to_numpy
+from .distance import sq_distances
 
 __all__ = ["match_order", "match_to_reference"]
 
@@ -29,11 +30,6 @@ def _as_set(centroids: Any, name: str, dim: int | None = None) -> np.ndarray:
     if not np.all(np.isfinite(centroids)):
         raise ValueError(f"{name} must not contain NaN or infinity")
     return centroids
-
-
-def _squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    diff = a[:, None, :] - b[None, :, :]
-    return np.einsum("ijk,ijk->ij", diff, diff)
 
 
 def match_to_reference(centroids: Any, reference: Any) -> np.ndarray:
@@ -56,7 +52,7 @@ def match_to_reference(centroids: Any, reference: Any) -> np.ndarray:
     centroids = _as_set(centroids, "centroids", reference.shape[1])
     if len(centroids) > len(reference):
         raise ValueError(f"cannot match {len(centroids)} centroids one-to-one to {len(reference)} slots")
-    rows, cols = linear_sum_assignment(_squared_distances(centroids, reference))
+    rows, cols = linear_sum_assignment(sq_distances(centroids, reference))
     slots = np.empty(len(centroids), dtype=np.int64)
     slots[rows] = cols
     return slots

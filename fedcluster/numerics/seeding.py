@@ -14,7 +14,8 @@ import numpy as np
 
 from ._validation import check_all_finite, check_data, check_positive_int, check_sample_weight
 from .backend import namespace_of, to_numpy
-from .lloyd import DEFAULT_CHUNK_SIZE, _row_blocks
+from .distance import expanded_sq_distances, row_blocks, row_sq_norms
+from .lloyd import DEFAULT_CHUNK_SIZE
 
 __all__ = ["kmeans_plusplus", "random_in_box"]
 
@@ -46,21 +47,19 @@ def _sq_distances(
     """Yield ``(rows, squared distances of X[rows] to centers)`` block by block.
 
     `x_sq` holds ``||x - origin||^2``. The distances only feed sampling
-    probabilities, so the expansion
-    ``||x - o||^2 - 2 x.(c - o) + 2 o.(c - o) + ||c - o||^2`` is accurate
+    probabilities, so the expanded form
+    (:func:`~fedcluster.numerics.distance.expanded_sq_distances`)
+    ``||x - o||^2 - 2 x.(c - o) + (2 o.(c - o) + ||c - o||^2)`` is accurate
     enough once `origin`, a data point, removes any large common offset: the
     product's rounding error then scales with ``|x| |c - o|``, not ``|x|^2``,
     and X itself never needs shifting.
     """
     xp = namespace_of(X)
     shifted = centers - origin
-    scaled_t = (-2.0 * shifted).T
-    offset = xp.sum(shifted * shifted, axis=1) + 2.0 * (shifted @ origin)
-    for rows in _row_blocks(X.shape[0], chunk_size):
-        dist = X[rows].astype(xp.float64, copy=False) @ scaled_t
-        dist += x_sq[rows, None]
-        dist += offset
-        yield rows, xp.maximum(dist, 0.0)
+    offset = row_sq_norms(shifted, summation="pairwise") + 2.0 * (shifted @ origin)
+    for rows in row_blocks(X.shape[0], chunk_size):
+        yield rows, expanded_sq_distances(X[rows].astype(xp.float64, copy=False), shifted,
+                                          x_sq[rows], offset)
 
 
 def kmeans_plusplus(
@@ -119,11 +118,8 @@ def kmeans_plusplus(
     centers = xp.empty((k, X.shape[1]), dtype=xp.float64)
     centers[0] = X[int(_draw(rng, host_weights, 1)[0])]
     origin = centers[0].copy()
-    shifted_blocks = (
-        X[rows].astype(xp.float64, copy=False) - origin
-        for rows in _row_blocks(X.shape[0], chunk_size)
-    )
-    x_sq = xp.concatenate([xp.einsum("ij,ij->i", block, block) for block in shifted_blocks])
+    x_sq = xp.concatenate([row_sq_norms(X[rows].astype(xp.float64, copy=False) - origin)
+                           for rows in row_blocks(X.shape[0], chunk_size)])
     # The origin is the first centroid, so x_sq already is D(x)^2, exactly.
     closest = x_sq.copy()
     for c in range(1, k):

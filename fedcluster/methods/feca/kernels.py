@@ -24,6 +24,7 @@ import numpy as np
 
 from ...numerics._validation import check_positive_int
 from ...numerics.backend import namespace_of, to_numpy
+from ...numerics.distance import sq_distances
 from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, assign, cluster_stats
 
 __all__ = [
@@ -129,9 +130,8 @@ def _as_per_centroid(values: Any, k: int, name: str) -> np.ndarray:
 
 
 def _pairwise_distances(centroids: np.ndarray) -> np.ndarray:
-    """Euclidean distances between all pairs of rows (differences first: exact to rounding)."""
-    diff = centroids[:, None, :] - centroids[None, :, :]
-    return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+    """Euclidean distances between all pairs of rows (the direct form: exact to rounding)."""
+    return np.sqrt(sq_distances(centroids, centroids))
 
 
 def _nearest_other(distances: np.ndarray) -> np.ndarray:
@@ -379,8 +379,8 @@ def group_by_radius(centroids: Any, radii: Any) -> list[np.ndarray]:
     while ungrouped.any():
         candidates = np.flatnonzero(ungrouped)
         i = candidates[np.argmax(radii[candidates])]
-        diff = centroids[candidates] - centroids[i]
-        members = candidates[np.sqrt(np.einsum("ij,ij->i", diff, diff)) <= radii[i]]
+        distances = np.sqrt(sq_distances(centroids[candidates], centroids[i:i + 1])[:, 0])
+        members = candidates[distances <= radii[i]]
         ungrouped[members] = False
         groups.append(members)
     return groups

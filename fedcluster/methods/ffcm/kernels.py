@@ -40,7 +40,8 @@ from ...numerics.backend import namespace_of, to_numpy
 from ...numerics.pooling import pool_centroids
 from ...numerics.matching import match_order
 from ...numerics.kmeans import kmeans
-from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, ClusterStats, _row_blocks, update_centroids
+from ...numerics.distance import expanded_sq_distances, row_blocks, row_sq_norms
+from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, ClusterStats, update_centroids
 
 __all__ = [
     "FuzzyStep",
@@ -89,23 +90,18 @@ def _blocks(X: Any, centres: Any, fuzzifier: float, chunk_size: int
     and ``labels`` the index of each row's nearest centre (lowest on ties).
     """
     xp = namespace_of(X)
-    # Distances by the expansion ||x - o||^2 - 2 (x - o).(c - o) + ||c - o||^2
-    # around the centres' mean o: one matrix product per block, and the
-    # cancellation error scales with the spread about o instead of with
-    # ||x||^2 (data far from the origin). Clipping at 0 removes the negative
-    # rounding residue; memberships only need ratios to the nearest distance.
+    # The expanded form around the centres' mean o: one matrix product per
+    # block, and the cancellation error scales with the spread about o
+    # instead of with ||x||^2 (data far from the origin); memberships only
+    # need ratios to the nearest distance.
     origin = xp.mean(centres, axis=0)
     shifted = centres - origin
-    scaled_t = (-2.0 * shifted).T
-    c_sq = xp.sum(shifted * shifted, axis=1)
+    c_sq = row_sq_norms(shifted, summation="pairwise")
     exponent = 1.0 / (fuzzifier - 1.0)
-    for rows in _row_blocks(X.shape[0], chunk_size):
+    for rows in row_blocks(X.shape[0], chunk_size):
         chunk = X[rows].astype(xp.float64, copy=False)
         centred = chunk - origin
-        d2 = centred @ scaled_t
-        d2 += xp.einsum("ij,ij->i", centred, centred)[:, None]
-        d2 += c_sq
-        d2 = xp.maximum(d2, 0.0)
+        d2 = expanded_sq_distances(centred, shifted, row_sq_norms(centred), c_sq)
         labels = xp.argmin(d2, axis=1)
         nearest = xp.min(d2, axis=1, keepdims=True)
         farther = d2 > nearest

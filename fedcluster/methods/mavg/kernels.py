@@ -34,7 +34,8 @@ import numpy as np
 
 from ...numerics._validation import check_positive_int
 from ...numerics.backend import to_numpy
-from ...numerics.matching import _as_set, _squared_distances, match_to_reference
+from ...numerics.distance import sq_distances
+from ...numerics.matching import _as_set, match_to_reference
 
 
 class MatchResult(NamedTuple):
@@ -173,7 +174,7 @@ def fill_empty_slots(centroids: Any, empty: Any, local_centroids: Any, local_cou
     if not np.all(np.isfinite(counts)) or np.any(counts < 0):
         raise ValueError("local_counts must be finite and >= 0")
     anchors = new[~empty]
-    d2 = (_squared_distances(local, anchors).min(axis=1) if len(anchors)
+    d2 = (sq_distances(local, anchors).min(axis=1) if len(anchors)
           else np.full(len(local), np.inf))
     for slot in np.flatnonzero(empty):
         gain = np.where(used, -1.0, counts * d2)
@@ -182,5 +183,5 @@ def fill_empty_slots(centroids: Any, empty: Any, local_centroids: Any, local_cou
             break
         new[slot] = local[best]
         used[best] = True
-        d2 = np.minimum(d2, _squared_distances(local, local[best:best + 1])[:, 0])
+        d2 = np.minimum(d2, sq_distances(local, local[best:best + 1])[:, 0])
     return new, used
