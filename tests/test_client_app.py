@@ -14,7 +14,7 @@ from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.messages import BOUNDS, EVALUATE, LOCAL_KMEANS, Request
 from fedcluster.methods.dwf.client import LLOYD
 from fedcluster.protocol import make_request, read_reply
-from inprocess import InProcessGrid
+from harness.inprocess import InProcessGrid
 
 LLOYD_CONFIG = {"local-steps": 1, "tol": 0.0, "chunk-size": 64, "device": "cpu"}
 

@@ -104,7 +104,7 @@ def test_sums_over_data_at_the_bound_stay_finite():
 
 
 def test_a_client_refuses_a_file_with_a_huge_value_and_answers_at_the_bound(tmp_path):
-    from inprocess import InProcessGrid
+    from harness.inprocess import InProcessGrid
 
     from fedcluster.client.app import build_client_app
     from fedcluster.client.respond import BAD_INPUT

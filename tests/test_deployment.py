@@ -15,7 +15,7 @@ from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.methods import METHODS
 from fedcluster.server.artifacts import read_model
 from fedcluster.simulation import simulate
-from localdeploy import LocalDeployment
+from harness.localdeploy import LocalDeployment
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from fedcluster.messages import ClientSummary, ProtocolError
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.metrics import centre_distance
 from fedcluster.protocol import METRICS_KEY, RESULT_KEY, read_reply
-from inprocess import InProcessGrid
+from harness.inprocess import InProcessGrid
 
 
 def damage(summary: ClientSummary, mode: str) -> ClientSummary:

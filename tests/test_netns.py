@@ -18,8 +18,8 @@ from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.server.artifacts import read_model
 from fedcluster.simulation import FLOWER_OFFLINE_ENV, simulate
-from localdeploy import BIN, REPO
-from netns_hosts import Hosts, netns_problem
+from harness.localdeploy import BIN, REPO
+from harness.netns_hosts import Hosts, netns_problem
 
 pytestmark = pytest.mark.slow
 

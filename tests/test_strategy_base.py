@@ -9,7 +9,7 @@ from conftest import messages
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.strategies import ClusteringStrategy, RunFailed
-from inprocess import flower_like_node_ids
+from harness.inprocess import flower_like_node_ids
 
 
 class ChangingFederation(InMemoryFederation):

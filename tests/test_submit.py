@@ -25,7 +25,7 @@ from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.server.artifacts import read_model
 from fedcluster.simulation import FLOWER_OFFLINE_ENV
 from fedcluster.submit import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SUBMITTED, RunStatus, SubmitError, _flwr_error, _json_payload, _model_check, add_submit_parser, check_run_config, submit, submit_command
-from localdeploy import REPO, LocalDeployment, free_port
+from harness.localdeploy import REPO, LocalDeployment, free_port
 
 
 def last_line(text: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from docker_build import (REPO, DockerUnavailable, build_image, compose_command, docker_problem,
+from .docker_build import (REPO, DockerUnavailable, build_image, compose_command, docker_problem,
                           tool_env)
 
 #: What a user's checkout holds that the compose files use (the image is built apart).

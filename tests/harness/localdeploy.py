@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fedcluster.simulation import FLOWER_OFFLINE_ENV
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
