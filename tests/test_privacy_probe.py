@@ -14,8 +14,8 @@ import json
 
 import numpy as np
 import pytest
+from helpers import save_parts
 
-from conftest import save_parts
 from fedcluster.client.app import build_client_app
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, write_partitions

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import messages
 
-from conftest import messages
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.strategies import ClusteringStrategy, RunFailed
