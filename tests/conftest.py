@@ -45,6 +45,14 @@ def s1_dataset():
 
 
 @pytest.fixture(scope="session")
+def garst_grid():
+    """Garst & Reinders' 4 x 4 grid of Gaussians as a Dataset (800 rows, seed 0)."""
+    from fedcluster.data import load_dataset
+
+    return load_dataset("garst-grid", seed=0)
+
+
+@pytest.fixture(scope="session")
 def s1_and_start(s1, s1_centres) -> tuple[np.ndarray, np.ndarray]:
     """S1's rows and 15 distinct data rows as a start, for the Lloyd step's exactness tests.
 
