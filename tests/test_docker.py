@@ -21,7 +21,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from harness.docker_build import REPO
-from harness.docker_federation import ComposeProject, container_uid, copy_project, free_port, require_image
+from harness.docker_federation import ComposeProject, container_uid, copy_project, require_image
+from harness.localdeploy import free_port
 from fedcluster.cli import main as fedcluster_main
 from fedcluster.config import RunConfig
 from fedcluster.data import write_partitions

@@ -27,6 +27,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def run_config_text(values: dict) -> str:
+    """``values`` as the text of ``flwr run -c``: strings quoted (TOML), numbers as they are."""
+    return " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}" for k, v in values.items())
+
+
 def wait_for_port(port: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
