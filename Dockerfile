@@ -14,7 +14,7 @@
 #
 # BASE_IMAGE is any Debian-like image with python3 (3.11) and its venv module:
 # the official Python slim image by default; the tests pass a Debian root file
-# system made with debootstrap (tests/docker_build.py), as a machine without a
+# system made with debootstrap (tests/harness/docker_build.py), as a machine without a
 # container registry must. When deploy/wheels/ holds wheels, pip installs from
 # them alone (--no-index) and the build needs no network (docker build
 # --network none); otherwise it downloads the pinned versions from PyPI.

@@ -400,7 +400,7 @@ def rounds(args: argparse.Namespace) -> None:
 def polling(args: argparse.Namespace) -> None:
     """Seconds per deployed round: fedcluster (DWF) and an empty Flower app.
 
-    One SuperLink and two SuperNodes on 127.0.0.1 (tests/localdeploy.py). Per
+    One SuperLink and two SuperNodes on 127.0.0.1 (tests/harness/localdeploy.py). Per
     round from whole runs of r_lo and r_hi rounds (start-up and the final
     scoring cancel): the empty app with Flower's grid (which sleeps 3 s
     between pulls of replies), the empty app through fedcluster's PromptGrid,
@@ -410,7 +410,7 @@ def polling(args: argparse.Namespace) -> None:
     import tempfile
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from localdeploy import LocalDeployment
+    from harness.localdeploy import LocalDeployment
 
     from fedcluster.data import load_dataset, partition_indices, write_partitions
 

@@ -1,4 +1,7 @@
-"""Shared fixtures: Flower offline, small federations on disk, log capture."""
+"""Shared fixtures: Flower offline, S1 in its forms, log capture.
+
+The shared plain functions are in ``helpers.py``.
+"""
 
 from __future__ import annotations
 
@@ -19,23 +22,46 @@ SIPU = Path(__file__).resolve().parents[1] / "fedcluster" / "data" / "sipu"
 
 @pytest.fixture(scope="session")
 def s1() -> np.ndarray:
+    """S1's 5000 rows (15 clusters, integer coordinates up to 1e6), as an array.
+
+    ``s1`` names these rows only: S1 as a :class:`~fedcluster.data.Dataset` is
+    ``s1_dataset``, with a start ``s1_and_start``.
+    """
     return np.loadtxt(SIPU / "s1.txt", dtype=np.float64)
 
 
 @pytest.fixture(scope="session")
 def s1_centres() -> np.ndarray:
+    """S1's 15 ground-truth centres."""
     return np.loadtxt(SIPU / "s1-cb.txt", dtype=np.float64)
 
 
-def save_parts(directory: Path, parts: list[np.ndarray]) -> list[dict]:
-    """Write one .npy per client and return the node configs that point at them."""
-    directory.mkdir(parents=True, exist_ok=True)
-    configs = []
-    for i, part in enumerate(parts):
-        path = directory / f"client_{i:03d}.npy"
-        np.save(path, part)
-        configs.append({"data-path": str(path)})
-    return configs
+@pytest.fixture(scope="session")
+def s1_dataset():
+    """S1 as a :class:`~fedcluster.data.Dataset`: rows, labels, true centres."""
+    from fedcluster.data import load_dataset
+
+    return load_dataset("s1")
+
+
+@pytest.fixture(scope="session")
+def garst_grid():
+    """Garst & Reinders' 4 x 4 grid of Gaussians as a Dataset (800 rows, seed 0)."""
+    from fedcluster.data import load_dataset
+
+    return load_dataset("garst-grid", seed=0)
+
+
+@pytest.fixture(scope="session")
+def s1_and_start(s1, s1_centres) -> tuple[np.ndarray, np.ndarray]:
+    """S1's rows and 15 distinct data rows as a start, for the Lloyd step's exactness tests.
+
+    The start is the row nearest to each ground-truth centre, so no cluster
+    empties in the first step.
+    """
+    start = s1[[np.argmin(((s1 - c) ** 2).sum(axis=1)) for c in s1_centres]]
+    assert len(np.unique(start, axis=0)) == 15
+    return s1, start
 
 
 @pytest.fixture
@@ -61,54 +87,3 @@ def flwr_log():
     yield records
     logger.removeHandler(handler)
     logger.setLevel(level)
-
-
-def messages(records) -> str:
-    return "\n".join(r.getMessage() for r in records)
-
-
-# -- in-memory clients (fedcluster.federation.memory) -------------------------------------
-
-def ask_client(X, kind: str, config: dict, centroids=None, *, node_config=None):
-    """One client's :class:`~fedcluster.federation.base.Answer` to one request.
-
-    The client holds the rows ``X`` and answers as every client does
-    (:func:`fedcluster.client.respond.respond`): ``answer.summary`` is its
-    unchecked reply, or ``answer.error`` reads "error reply (code C): reason".
-    """
-    from fedcluster.federation.memory import InMemoryFederation
-    from fedcluster.messages import Request
-
-    federation = InMemoryFederation([X], node_configs=[dict(node_config or {})])
-    [answer] = federation.ask(Request(kind, dict(config), centroids), [0], timeout=1.0)
-    return answer
-
-
-def altered_replies(change):
-    """A responder that answers honestly, then passes its summary through ``change``.
-
-    ``change(summary, request, node_config)`` returns the summary to send (a
-    careless or lying client) or raises (a client that crashes).
-    """
-    from fedcluster.client.respond import respond
-
-    def answer(X, request, node_config):
-        return change(respond(X, request, node_config), request, node_config)
-
-    return answer
-
-
-def unreadable_data(path):
-    """A responder for a client whose data file ``path`` cannot be read.
-
-    It answers as a SuperNode whose ``data-path`` names a missing file: the
-    client's data loader raises its :class:`~fedcluster.data.DataError`, which
-    the client reports as an error reply (code 400) naming the file.
-    """
-    from fedcluster.client.data import local_data
-
-    def answer(X, request, node_config):
-        local_data({"data-path": str(path)}, {}, "cpu")
-        raise AssertionError(f"{path} was expected to be unreadable")
-
-    return answer

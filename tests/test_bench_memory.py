@@ -51,7 +51,7 @@ def test_no_run_leaves_client_data_cached(grid, tmp_path):
 
 
 def test_in_memory_clients_give_the_result_of_flower_clients_reading_files(tmp_path):
-    from inprocess import InProcessGrid
+    from harness.inprocess import InProcessGrid
 
     from fedcluster.client.app import build_client_app
     from fedcluster.config import RunConfig

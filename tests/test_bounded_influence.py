@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import altered_replies, messages
+from helpers import altered_replies, iid_parts, messages
 
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.federation.memory import InMemoryFederation
@@ -22,11 +22,6 @@ from fedcluster.metrics import centre_distance
 #: One S1 row near each true centre (the honest start of tests/test_weighted_mean.py).
 START_ROWS = [4, 400, 700, 1000, 1400, 1700, 2000, 2400, 2700, 3000, 3400, 3700, 4000, 4400, 4700]
 WARNING_TAIL = "x the median of the other clients': is its data in other units?"
-
-
-def iid_parts(X, n_clients, seed=0):
-    order = np.random.default_rng(seed).permutation(len(X))
-    return [X[np.sort(p)] for p in np.array_split(order, n_clients)]
 
 
 #: The lie of ``benchmarks/poisoning.py``: rows, counts and distances x1000 in every

@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import messages
 
-from conftest import messages
 from fedcluster.cli import main
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions

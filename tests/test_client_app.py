@@ -6,24 +6,15 @@ import json
 
 import numpy as np
 import pytest
+from helpers import LLOYD_CONFIG, ask_client_app
 
 from fedcluster.client.app import build_client_app
 from fedcluster.client.privacy import private_bounds
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.data import load_dataset, partition_indices, write_partitions
-from fedcluster.messages import BOUNDS, EVALUATE, LOCAL_KMEANS, Request
+from fedcluster.messages import BOUNDS, EVALUATE, LOCAL_KMEANS
 from fedcluster.methods.dwf.client import LLOYD
-from fedcluster.protocol import make_request, read_reply
-from inprocess import InProcessGrid
-
-LLOYD_CONFIG = {"local-steps": 1, "tol": 0.0, "chunk-size": 64, "device": "cpu"}
-
-
-def ask(node_config, kind, config, centroids=None, run_config=None, app=None):
-    """The ClientApp's reply (a Flower message) to one request."""
-    grid = InProcessGrid(app or build_client_app(), [node_config], run_config)
-    [reply] = grid.send_and_receive([make_request(Request(kind, config, centroids), grid.node_ids[0])])
-    return reply
+from fedcluster.protocol import read_reply
 
 
 @pytest.fixture
@@ -37,7 +28,7 @@ def test_reads_data_path_in_every_format(tmp_path, points, suffix):
     from fedcluster.data import write_points
 
     path = write_points(tmp_path / f"local.{suffix}", points)
-    reply = ask({"data-path": str(path)}, LLOYD, LLOYD_CONFIG, np.array([[0.0, 0.0], [5.0, 5.0]]))
+    reply = ask_client_app({"data-path": str(path)}, LLOYD, LLOYD_CONFIG, np.array([[0.0, 0.0], [5.0, 5.0]]))
     summary = read_reply(reply.content, k=2, dim=2, expect=("centroids", "counts", "sse"))
     assert summary.n == 50
     np.testing.assert_array_equal(summary.counts, [30, 20])
@@ -49,10 +40,10 @@ def test_reads_data_path_in_every_format(tmp_path, points, suffix):
 def test_evaluate_bounds_and_local_kmeans(tmp_path, points):
     np.save(tmp_path / "p.npy", points)
     node = {"data-path": str(tmp_path / "p.npy")}
-    ev = read_reply(ask(node, EVALUATE, {"chunk-size": 7}, np.array([[0.0, 0.0], [5.0, 5.0]])).content,
+    ev = read_reply(ask_client_app(node, EVALUATE, {"chunk-size": 7}, np.array([[0.0, 0.0], [5.0, 5.0]])).content,
                     k=2, expect=("counts", "sse"))
     np.testing.assert_array_equal(ev.counts, [30, 20])
-    bounds = read_reply(ask(node, BOUNDS, {}).content, expect=("bounds",))
+    bounds = read_reply(ask_client_app(node, BOUNDS, {}).content, expect=("bounds",))
     # Not the minima and maxima (coordinates of rows): the means of the two
     # extreme values of each feature, rounded outward to two significant digits.
     ordered = np.sort(points, axis=0)
@@ -62,19 +53,19 @@ def test_evaluate_bounds_and_local_kmeans(tmp_path, points):
     np.testing.assert_allclose(bounds.high, np.ceil(high * 10) / 10, rtol=0, atol=1e-12)
     assert not np.isin(bounds.low, points).any() and not np.isin(bounds.high, points).any()
     config = {"k": 2, "seed": 3, "max-iter": 50, "tol": 0.0, "chunk-size": 16}
-    km = read_reply(ask(node, LOCAL_KMEANS, config).content, expect=("centroids", "counts"))
+    km = read_reply(ask_client_app(node, LOCAL_KMEANS, config).content, expect=("centroids", "counts"))
     assert sorted(km.counts) == [20, 30]
 
 
 def test_local_kmeans_never_sends_a_row_or_a_small_cluster(tmp_path):
     config = {"k": 5, "seed": 0, "max-iter": 10, "tol": 0.0, "chunk-size": 16}
     np.save(tmp_path / "few.npy", np.array([[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]))
-    few = ask({"data-path": str(tmp_path / "few.npy")}, LOCAL_KMEANS, config)
+    few = ask_client_app({"data-path": str(tmp_path / "few.npy")}, LOCAL_KMEANS, config)
     assert ("3 rows, fewer than min-cluster-size 2 x 5 clusters = 10" in error_of(few))
     # Two distinct rows, five copies each: k is capped at 2, and each centroid
     # would be a row; the floor's last check refuses to send them.
     np.save(tmp_path / "copies.npy", np.repeat([[1.0, 1.0], [2.0, 2.0]], 5, axis=0))
-    copies = ask({"data-path": str(tmp_path / "copies.npy")}, LOCAL_KMEANS, config)
+    copies = ask_client_app({"data-path": str(tmp_path / "copies.npy")}, LOCAL_KMEANS, config)
     assert "a centroid equals local row" in error_of(copies)
 
 
@@ -109,17 +100,17 @@ def test_bad_data_and_bad_requests_get_error_replies_that_name_the_problem(tmp_p
          "request centroids has non-finite values"),
     ]
     for node, config, sent, expected in cases:
-        assert expected in error_of(ask(node, LLOYD, config, sent)), expected
+        assert expected in error_of(ask_client_app(node, LLOYD, config, sent)), expected
 
 
 def test_simulation_partitions_from_a_partitions_dir(tmp_path, points):
     files = write_partitions(points, [np.arange(0, 10), np.arange(10, 50)], tmp_path / "parts")
     assert json.loads((tmp_path / "parts" / "manifest.json").read_text())["clients"][1]["rows"] == 40
     for pid, rows in ((0, 10), (1, 40)):
-        reply = ask({"partition-id": pid, "num-partitions": 2}, BOUNDS, {},
+        reply = ask_client_app({"partition-id": pid, "num-partitions": 2}, BOUNDS, {},
                     run_config={"partitions-dir": str(tmp_path / "parts")})
         assert read_reply(reply.content, expect=("bounds",)).n == rows
-    reply = ask({"partition-id": 2, "num-partitions": 3}, BOUNDS, {},
+    reply = ask_client_app({"partition-id": 2, "num-partitions": 3}, BOUNDS, {},
                 run_config={"partitions-dir": str(tmp_path / "parts")})
     assert "partition-id 2 is out of range" in error_of(reply)
     assert len(files) == 2
@@ -130,7 +121,7 @@ def test_simulation_partitions_a_named_dataset_like_every_other_client():
     parts = partition_indices(len(data.X), 4, "dirichlet:0.5", labels=data.labels, seed=9)
     run_config = {"dataset": "s2", "split": "dirichlet:0.5", "seed": 9}
     for pid in range(4):
-        reply = ask({"partition-id": pid, "num-partitions": 4}, BOUNDS, {}, run_config=run_config)
+        reply = ask_client_app({"partition-id": pid, "num-partitions": 4}, BOUNDS, {}, run_config=run_config)
         summary = read_reply(reply.content, expect=("bounds",))
         assert summary.n == len(parts[pid])
         np.testing.assert_array_equal(summary.low, private_bounds(data.X[parts[pid]], 2)[0])
@@ -140,6 +131,6 @@ def test_bound_defaults_yield_to_the_run_config(tmp_path, points):
     np.save(tmp_path / "a.npy", points[:5])
     write_partitions(points, [np.arange(50)], tmp_path / "parts")
     app = build_client_app({"partitions-dir": "/nowhere"})
-    reply = ask({"partition-id": 0, "num-partitions": 1}, BOUNDS, {},
+    reply = ask_client_app({"partition-id": 0, "num-partitions": 1}, BOUNDS, {},
                 run_config={"partitions-dir": str(tmp_path / "parts")}, app=app)
     assert read_reply(reply.content, expect=("bounds",)).n == 50

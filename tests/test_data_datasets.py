@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import hashlib
+import sys
+from importlib import resources
 
 import numpy as np
 import pytest
 
 from fedcluster.data import DATASET_NAMES, NOISE_LABEL, BlobsParams, DataError, load_dataset, make_blobs, write_points
+from fedcluster.data.datasets import DATASET_PARAMS, G2_NAMES, FFCMCase1Params, GarstGridParams, TriebeParams, make_garst_grid
 
 
 @pytest.mark.parametrize("name", ["s1", "s2", "s3", "s4"])
@@ -162,3 +167,125 @@ def test_a_label_split_of_an_unlabelled_file_says_how_to_supply_labels(tmp_path,
             r"name its label column \(--label-column NAME; a column named 'label' is used by "
             r"default\), or use an \.npz file with the points in 'X' and the labels in 'y'")):
         partition_indices(len(ds.X), 2, split, labels=ds.labels, points=ds.X, seed=0)
+
+
+# -- the papers' generated datasets, digits and the G2-sets -------------------------
+
+
+def test_triebe_defaults_follow_the_paper():
+    data = load_dataset("triebe", seed=4)
+    assert data.X.shape == (500, 1) and data.name == "triebe"
+    np.testing.assert_array_equal(data.true_centers, np.arange(1.0, 6.0)[:, None])
+    for client in range(50):
+        rows = data.X[data.labels == client, 0]
+        assert len(rows) == 10
+        mean = np.rint(rows.mean())  # each client's rows come from one Gaussian
+        assert 1 <= mean <= 5 and np.abs(rows - mean).max() < 5 * 0.2
+    assert "Triebe" in data.citation
+
+
+def test_triebe_balanced_is_the_authors_code():
+    data = load_dataset("triebe", seed=0, balanced=True, scale=0.5)
+    means = np.array([data.X[data.labels == c, 0].mean() for c in range(50)])
+    np.testing.assert_array_equal(np.bincount(np.rint(means).astype(int), minlength=6)[1:],
+                                  [10] * 5)
+    with pytest.raises(ValueError, match="balanced must be true or false"):
+        TriebeParams(balanced="maybe")  # type: ignore[arg-type]
+
+
+def test_garst_grid_defaults_follow_the_paper(garst_grid):
+    assert garst_grid.X.shape == (800, 2) and garst_grid.name == "garst-grid"
+    offsets = [-7.5, -2.5, 2.5, 7.5]
+    np.testing.assert_array_equal(garst_grid.true_centers, [(a, b) for a in offsets for b in offsets])
+    assert np.array_equal(np.bincount(garst_grid.labels), [50] * 16)
+    spread = garst_grid.X - garst_grid.true_centers[garst_grid.labels]
+    assert abs(spread.std() - 1.0) < 0.1
+    assert "Garst" in garst_grid.citation
+
+
+def test_garst_grid_takes_its_parameters_by_name():
+    data = load_dataset("garst-grid", seed=1, points=200, noise=1.5)
+    assert data.X.shape == (3200, 2)
+    assert abs((data.X - data.true_centers[data.labels]).std() - 1.5) < 0.1
+    again = make_garst_grid(GarstGridParams(points=200, noise=1.5), seed=1)
+    np.testing.assert_array_equal(again.X, data.X)
+    assert not np.array_equal(load_dataset("garst-grid", seed=2, points=200, noise=1.5).X, data.X)
+    assert isinstance(GarstGridParams(noise=1).noise, float)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"points": 0}, {"points": 2.5}, {"noise": 0}, {"noise": float("nan")},
+               {"spacing": -1}, {"side": 0}, {"noise": True}],
+)
+def test_garst_grid_params_are_validated(kwargs):
+    with pytest.raises(ValueError):
+        GarstGridParams(**kwargs)
+
+
+def test_ffcm_case1_is_table_2s_setting():
+    data = load_dataset("ffcm-case1", seed=0)
+    assert data.X.shape == (2998, 2)
+    np.testing.assert_array_equal(data.true_centers, [[-2, -2], [0, 0], [2, 2]])
+    assert list(np.bincount(data.labels)) == [999, 999, 1000]
+    # Client 3 (label 2) has no row of the third Gaussian: none of its rows is near (2, 2)
+    # beyond what the other two Gaussians (std 0.5) reach.
+    third = data.X[data.labels == 2]
+    assert np.linalg.norm(third - [2, 2], axis=1).min() > 0.3
+    equal = load_dataset("ffcm-case1", seed=0, equal=True)
+    assert list(np.bincount(equal.labels)) == [999, 999, 999]
+    assert FFCMCase1Params(equal="false").equal is False
+
+
+def test_digits_load_through_scikit_learn():
+    pytest.importorskip("sklearn")
+    data = load_dataset("digits")
+    assert data.X.shape == (1797, 64) and data.X.dtype == np.float64
+    assert set(np.unique(data.labels)) == set(range(10)) and data.true_centers is None
+    assert data.X.min() == 0 and data.X.max() == 16
+
+
+def test_digits_without_scikit_learn_says_how_to_get_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(DataError, match="install it with `pip install scikit-learn`"):
+        load_dataset("digits")
+
+
+def test_parameters_are_refused_where_they_do_not_belong():
+    with pytest.raises(ValueError, match="dataset 's1' takes no parameters, got points"):
+        load_dataset("s1", points=5)
+    with pytest.raises(ValueError, match="has no parameter 'pts'; its parameters: points, noise"):
+        load_dataset("garst-grid", pts=5)
+    assert set(DATASET_PARAMS) == {"blobs", "garst-grid", "triebe", "ffcm-case1"}
+    assert set(DATASET_PARAMS) <= set(DATASET_NAMES)
+
+
+# -- G2-sets -------------------------------------------------------------------------
+
+
+def test_g2_sets_load_with_labels_and_centres():
+    assert len(G2_NAMES) == 80
+    for name, dim in (("g2-1-10", 1), ("g2-16-50", 16), ("g2-128-100", 128)):
+        data = load_dataset(name)
+        assert data.X.shape == (2048, dim) and data.name == name
+        np.testing.assert_array_equal(data.true_centers, [[500.0] * dim, [600.0] * dim])
+        assert list(np.bincount(data.labels)) == [1024, 1024]
+        halves = np.stack([data.X[:1024].mean(axis=0), data.X[1024:].mean(axis=0)])
+        nearest = ((halves[:, None] - data.true_centers[None]) ** 2).sum(axis=2).argmin(axis=1)
+        assert list(nearest) == [0, 1]
+
+
+def test_g2_files_are_the_originals():
+    folder = resources.files("fedcluster.data").joinpath("sipu")
+    sums = dict(line.split()[::-1] for line in
+                folder.joinpath("g2-sha256.txt").read_text(encoding="ascii").splitlines())
+    assert len(sums) == 160
+    for name in G2_NAMES:
+        data = gzip.decompress(folder.joinpath(f"{name}.txt.gz").read_bytes())
+        assert hashlib.sha256(data).hexdigest() == sums[f"{name}.txt"], name
+        truth = folder.joinpath(f"{name}-gt.txt").read_bytes()
+        assert hashlib.sha256(truth).hexdigest() == sums[f"{name}-gt.txt"], name
+
+
+def test_missing_g2_sets_are_named_in_the_error():
+    with pytest.raises(DataError, match=r"G2-set 'g2-D-S' \(D in 1, 2, 4, 8, 16, 32, 64, 128"):
+        load_dataset("g2-256-10")

@@ -6,19 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from helpers import grid_data
 
 from fedcluster.config import RunConfig
 from fedcluster.data import Split, parse_split, partition_indices
 from fedcluster.data.partition import _claims
-
-
-def grid_data(seed=0):
-    """Garst's 16 centres: a 4 x 4 grid, spacing 5, 50 points each, variance 1."""
-    rng = np.random.default_rng(seed)
-    axis = np.arange(-7.5, 7.6, 5.0)
-    centres = np.array([(a, b) for a in axis for b in axis])
-    X = np.concatenate([c + rng.standard_normal((50, 2)) for c in centres])
-    return X, np.repeat(np.arange(16), 50)
 
 
 def test_parse_and_print_distance_splits():
@@ -75,7 +67,7 @@ def test_a_row_on_a_client_site_is_claimed_by_it():
 
 
 def test_distance_partition_is_complete_and_deterministic():
-    X, _ = grid_data()
+    X, _, _ = grid_data()
     parts = partition_indices(800, 4, "distance:1", points=X, seed=3)
     assert len(parts) == 4 and all(len(p) >= 1 and p.dtype == np.int64 for p in parts)
     assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(800))
@@ -95,7 +87,7 @@ def test_tiny_beta_gives_each_row_to_its_nearest_client():
 
 def test_huge_beta_gives_each_row_to_a_random_client():
     # Every client claims every row; the random tie rule splits them evenly.
-    X, labels = grid_data()
+    X, labels, _ = grid_data()
     parts = partition_indices(800, 2, "distance:1e9", points=X, seed=0)
     assert abs(len(parts[0]) - 400) < 60  # 4 standard deviations of Binomial(800, 1/2)
     assert all(len(np.unique(labels[p])) == 16 for p in parts)
@@ -103,7 +95,7 @@ def test_huge_beta_gives_each_row_to_a_random_client():
 
 def test_smaller_beta_gives_clients_fewer_clusters():
     # Garst's Fig. 1 (c)-(e): beta = 0.1 splits the grid by location, beta = 10 mixes it.
-    X, labels = grid_data()
+    X, labels, _ = grid_data()
 
     def mean_clusters_per_client(beta):
         return np.mean([
@@ -118,7 +110,7 @@ def test_smaller_beta_gives_clients_fewer_clusters():
 
 
 def test_distance_split_needs_matching_points():
-    X, _ = grid_data()
+    X, _, _ = grid_data()
     with pytest.raises(ValueError, match="needs the points"):
         partition_indices(800, 4, "distance:1")
     with pytest.raises(ValueError, match="expected 800 points, got 799"):

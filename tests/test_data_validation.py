@@ -7,11 +7,10 @@ import re
 
 import numpy as np
 import pytest
+from helpers import LLOYD_CONFIG, ask_client_app
 
 from fedcluster.data import DataError, load_dataset, read_points, validate_points, write_points
 from fedcluster.data.validation import MAX_ABS_VALUE
-
-LLOYD_CONFIG = {"local-steps": 1, "tol": 0.0, "chunk-size": 64, "device": "cpu"}
 
 
 def points(n: int = 40, d: int = 2, scale: float = 1.0) -> np.ndarray:
@@ -104,19 +103,12 @@ def test_sums_over_data_at_the_bound_stay_finite():
 
 
 def test_a_client_refuses_a_file_with_a_huge_value_and_answers_at_the_bound(tmp_path):
-    from inprocess import InProcessGrid
-
-    from fedcluster.client.app import build_client_app
     from fedcluster.client.respond import BAD_INPUT
-    from fedcluster.messages import Request
     from fedcluster.methods.dwf.client import LLOYD
-    from fedcluster.protocol import make_request, read_reply
+    from fedcluster.protocol import read_reply
 
     def ask(path, centroids):
-        grid = InProcessGrid(build_client_app(), [{"data-path": str(path)}], None)
-        request = Request(LLOYD, LLOYD_CONFIG, centroids)
-        [reply] = grid.send_and_receive([make_request(request, grid.node_ids[0])])
-        return reply
+        return ask_client_app({"data-path": str(path)}, LLOYD, LLOYD_CONFIG, centroids)
 
     X = points(scale=MAX_ABS_VALUE)
     X[0] = [MAX_ABS_VALUE, -MAX_ABS_VALUE]

@@ -15,7 +15,7 @@ from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.methods import METHODS
 from fedcluster.server.artifacts import read_model
 from fedcluster.simulation import simulate
-from localdeploy import LocalDeployment
+from harness.localdeploy import LocalDeployment, run_config_text
 
 pytestmark = pytest.mark.slow
 
@@ -34,11 +34,8 @@ def deploy(federation, name: str, settings: dict):
     """``flwr run`` the app with ``settings``; return the model it wrote."""
     deployment, tmp = federation
     out = tmp / name
-    run_config = " ".join(
-        f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
-        for k, v in {**settings, "min-nodes": 3, "out-dir": str(out)}.items()
-    )
-    done = deployment.flwr_run(run_config, timeout=400)
+    done = deployment.flwr_run(run_config_text({**settings, "min-nodes": 3, "out-dir": str(out)}),
+                               timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
     assert (out / "model.pb").is_file(), done.stdout + deployment.logs()
     return read_model(out / "model.pb"), done.stdout

@@ -1,6 +1,6 @@
 """The container deployment: the image, docker-compose.yml and deploy/, with real containers.
 
-The image is built without a registry (tests/docker_build.py: a debootstrap
+The image is built without a registry (tests/harness/docker_build.py: a debootstrap
 base and wheels from the host, cached by content hash); every compose project
 runs in a temporary copy of the compose files, under its own project name, and
 is taken down afterwards. Without a Docker engine these tests skip and say why.
@@ -20,8 +20,9 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from docker_build import REPO
-from docker_federation import ComposeProject, container_uid, copy_project, free_port, require_image
+from harness.docker_build import REPO
+from harness.docker_federation import ComposeProject, container_uid, copy_project, require_image
+from harness.localdeploy import free_port
 from fedcluster.cli import main as fedcluster_main
 from fedcluster.config import RunConfig
 from fedcluster.data import write_partitions

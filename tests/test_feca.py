@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ask_client, messages
+from helpers import ask_client, column, messages
 
 from fedcluster.client.respond import BAD_INPUT, respond
 from fedcluster.config import ConfigError, RunConfig
@@ -17,17 +17,9 @@ from fedcluster.methods.feca.strategy import FeCA
 from fedcluster.metrics import centre_distance
 
 
-def column(*values) -> np.ndarray:
-    return np.array(values, dtype=np.float64)[:, None]
-
-
 def feca_config(radius="algorithm4", k=2):
     return {"k": k, "seed": 3, "max-iter": 100, "tol": 0.0, "chunk-size": 2, "device": "cpu",
             "radius": radius}
-
-
-def ask(X, config):
-    return ask_client(X, FECA, config)
 
 
 @pytest.mark.parametrize(("radius", "radii"), [("algorithm4", [1, 1]), ("theoretical", [50, 50])])
@@ -36,7 +28,7 @@ def test_client_sends_centroids_radii_and_counts(radius, radii):
     # in each and Lloyd ends at their means 0 and 100 (no centroid is a row). Algorithm 2
     # keeps both (merging them costs far more). r' = 1 for both; Algorithm 4:
     # min(1, 100 / 2) = 1; Algorithm 3: 1 + 1 < 100, so the uniform radius is 100 / 2 = 50.
-    reply = ask(column(-1, 99, 1, 100.5, 99.5, 101), feca_config(radius))
+    reply = ask_client(column(-1, 99, 1, 100.5, 99.5, 101), FECA, feca_config(radius))
     summary = validate_reply(reply.summary, expect=("centroids", "counts", "radii"))
     order = np.argsort(summary.centroids[:, 0])
     np.testing.assert_allclose(summary.centroids[order], column(0, 100), rtol=0, atol=1e-12)
@@ -46,15 +38,15 @@ def test_client_sends_centroids_radii_and_counts(radius, radii):
 
 
 def test_client_never_sends_a_row_or_a_small_cluster():
-    few = ask(column(1, 1, 4), feca_config(k=5))
+    few = ask_client(column(1, 1, 4), FECA, feca_config(k=5))
     assert few.summary is None and "fewer than min-cluster-size 2 x 5 clusters" in few.error
     # Two distinct values, three copies each: each local centroid would be a row.
-    copies = ask(column(1, 1, 1, 4, 4, 4), feca_config(k=3))
+    copies = ask_client(column(1, 1, 1, 4, 4, 4), FECA, feca_config(k=3))
     assert copies.summary is None and "a centroid equals local row" in copies.error
 
 
 def test_client_refuses_an_unknown_radius_rule():
-    reply = ask(column(0, 1), feca_config("largest"))
+    reply = ask_client(column(0, 1), FECA, feca_config("largest"))
     assert reply.summary is None and reply.error.startswith(f"error reply (code {BAD_INPUT}): ")
     assert "request config 'radius' has an invalid value 'largest'" in reply.error
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ask_client
+from helpers import ask_client
 
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import ConfigError, RunConfig
@@ -29,15 +29,11 @@ def case1_parts(seed: int) -> list[np.ndarray]:
             for _ in range(3)]
 
 
-def ask(X, config, centroids):
-    return ask_client(X, FUZZY, config, centroids)
-
-
 def test_client_step_hand_case():
     # The hand case of test_numerics_fuzzy (centres (0, 2), points 0.5, 1, 3, m = 2), every
     # point twice so that each crisp cluster has the two rows the privacy floor needs:
     # the same centres, twice the supports, counts and sse.
-    reply = ask(np.array([[0.5], [1.0], [3.0], [0.5], [1.0], [3.0]]),
+    reply = ask_client(np.array([[0.5], [1.0], [3.0], [0.5], [1.0], [3.0]]), FUZZY,
                 {"fuzzifier": 2.0, "chunk-size": 2, "device": "cpu"}, np.array([[0.0], [2.0]]))
     summary = validate_reply(reply.summary, k=2, dim=1, expect=("centroids", "weights", "counts", "sse"))
     assert summary.n == 6
@@ -50,7 +46,7 @@ def test_client_step_hand_case():
 def test_client_withholds_a_centre_of_one_crisp_row():
     # 3.0 is the only row nearest centre 2: that centre goes back as given, with support
     # and count 0; the other is the fuzzy mean as usual.
-    reply = ask(np.array([[0.4], [0.5], [0.6], [3.0]]),
+    reply = ask_client(np.array([[0.4], [0.5], [0.6], [3.0]]), FUZZY,
                 {"fuzzifier": 2.0, "chunk-size": 2, "device": "cpu"}, np.array([[0.0], [2.0]]))
     summary = validate_reply(reply.summary, k=2, dim=1, expect=("centroids", "weights", "counts", "sse"))
     assert summary.centroids[1, 0] == 2.0 and summary.weights[1] == 0 and summary.counts[1] == 0
@@ -63,7 +59,7 @@ def test_client_withholds_a_centre_of_one_crisp_row():
     {"chunk-size": 8},
 ])
 def test_bad_fuzzifier_gets_an_error_reply(config):
-    reply = ask(np.array([[0.0], [0.2], [0.8], [1.0]]), config, np.array([[0.0], [1.0]]))
+    reply = ask_client(np.array([[0.0], [0.2], [0.8], [1.0]]), FUZZY, config, np.array([[0.0], [1.0]]))
     assert reply.summary is None and reply.error.startswith(f"error reply (code {BAD_INPUT}): ")
     assert "fuzzifier" in reply.error
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ask_client, messages
+from helpers import ask_client, grid_data, messages
 
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import ConfigError, RunConfig
@@ -22,16 +22,12 @@ PART_B = np.array([[20.0], [22.0], [29.0], [31.0]])
 START = np.array([[0.0], [6.0], [11.0], [30.0]])
 
 
-def ask(rows, kind, config, centroids=None):
-    return ask_client(rows, kind, config, centroids)
-
-
 def test_round_request_sends_the_kept_clusters_and_the_score():
     # Against START, A's rows go 0 -> 0, 2 -> 0, 4 -> 6, 10 -> 11, 12 -> 11 and 30
     # gets none: new centroids 1, 4, 11 with 2, 1, 2 rows; SSE 0 + 4 + 4 + 1 + 1 = 10.
     # p = 2 (the default) withholds the cluster of one row: the counts cover 4 of the 5 rows.
     config = {"chunk-size": 2, "device": "cpu"}
-    reply = ask(PART_A, GARST, config, START)
+    reply = ask_client(PART_A, GARST, config, START)
     summary = validate_reply(reply.summary, dim=1, expect=("centroids", "counts", "sse"))
     np.testing.assert_array_equal(summary.centroids, [[1.0], [11.0]])
     np.testing.assert_array_equal(summary.counts, [2, 2])
@@ -40,7 +36,7 @@ def test_round_request_sends_the_kept_clusters_and_the_score():
 
 def test_a_client_may_send_no_cluster_at_all():
     config = {"min-cluster-size": 5, "chunk-size": 8, "device": "cpu"}
-    summary = validate_reply(ask(PART_A, GARST, config, START).summary, dim=1,
+    summary = validate_reply(ask_client(PART_A, GARST, config, START).summary, dim=1,
                              expect=("centroids", "counts", "sse"))
     assert summary.centroids.shape == (0, 1) and summary.counts.shape == (0,)
     assert summary.sse == 10.0
@@ -49,7 +45,7 @@ def test_a_client_may_send_no_cluster_at_all():
 def test_init_request_sends_cluster_means_of_k_means_plus_plus_seeds():
     rows = np.array([[0.0, 0.0], [0.0, 1.0], [50.0, 50.0], [51.0, 50.0], [50.0, 51.0]])
     config = {"k": 2, "seed": 3, "min-cluster-size": 2, "chunk-size": 4, "device": "cpu"}
-    summary = validate_reply(ask(rows, GARST_INIT, config).summary,
+    summary = validate_reply(ask_client(rows, GARST_INIT, config).summary,
                              expect=("centroids", "counts"))
     order = np.argsort(summary.centroids[:, 0])
     np.testing.assert_allclose(summary.centroids[order], [[0.0, 0.5], [151 / 3, 151 / 3]])
@@ -68,7 +64,7 @@ def test_bad_requests_get_error_replies():
          "fewer than min-cluster-size 2 x 3 clusters = 6"),
     ]
     for kind, config, centroids, expected in cases:
-        reply = ask(PART_A, kind, config, centroids)
+        reply = ask_client(PART_A, kind, config, centroids)
         assert reply.summary is None and reply.error.startswith(f"error reply (code {BAD_INPUT}): ")
         assert expected in reply.error
 
@@ -146,15 +142,6 @@ def test_with_p_three_fewer_than_k_centroids_pull_their_nearest_global_centroids
     # and stays: 1, 6, 11, 82/3.
     result = run_from_start(3)
     np.testing.assert_allclose(result.centroids.ravel(), [1, 6, 11, 82 / 3], rtol=0, atol=1e-12)
-
-
-def grid_data(seed=0):
-    """Garst's regular dataset: 4 x 4 centres 5 apart, 50 points each, variance 1."""
-    rng = np.random.default_rng(seed)
-    axis = np.arange(-7.5, 7.6, 5.0)
-    centres = np.array([(a, b) for a in axis for b in axis])
-    X = np.concatenate([c + rng.standard_normal((50, 2)) for c in centres])
-    return X, np.repeat(np.arange(16), 50), centres
 
 
 @pytest.mark.parametrize("beta", [0.1, 1.0, 10.0])

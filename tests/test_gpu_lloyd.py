@@ -6,12 +6,9 @@ GPU in test_perf_lloyd.py (the array path run with NumPy) and
 test_perf_data_cache.py (one copy per run and device).
 """
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-import fedcluster
 from fedcluster.numerics import assign, cluster_stats, get_namespace, lloyd, namespace_of, to_numpy
 
 cupy = pytest.importorskip("cupy")
@@ -21,16 +18,6 @@ except Exception:  # noqa: BLE001 - no driver: CuPy raises its own runtime error
     _GPUS = 0
 pytestmark = pytest.mark.skipif(_GPUS == 0, reason="CuPy sees no CUDA GPU")
 
-SIPU = Path(fedcluster.__file__).parent / "data" / "sipu"
-
-
-@pytest.fixture(scope="module")
-def s1():
-    X = np.loadtxt(SIPU / "s1.txt")
-    truth = np.loadtxt(SIPU / "s1-cb.txt")
-    start = X[[np.argmin(((X - c) ** 2).sum(axis=1)) for c in truth]]
-    return X, start
-
 
 def test_auto_and_cuda_select_cupy():
     assert get_namespace("cuda") is cupy
@@ -39,8 +26,8 @@ def test_auto_and_cuda_select_cupy():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_step_matches_the_cpu(s1, dtype, weighted):
-    X, start = s1
+def test_step_matches_the_cpu(s1_and_start, dtype, weighted):
+    X, start = s1_and_start
     X = X.astype(dtype)
     weights = np.random.default_rng(0).uniform(0, 2, len(X)) if weighted else None
     cpu = cluster_stats(X, start, sample_weight=weights)
@@ -53,8 +40,8 @@ def test_step_matches_the_cpu(s1, dtype, weighted):
     assert gpu.inertia == pytest.approx(cpu.inertia, rel=1e-10)
 
 
-def test_labels_and_lloyd_match_the_cpu(s1):
-    X, start = s1
+def test_labels_and_lloyd_match_the_cpu(s1_and_start):
+    X, start = s1_and_start
     labels, sqdist = assign(cupy.asarray(X), cupy.asarray(start))
     cpu_labels, cpu_sqdist = assign(X, start)
     np.testing.assert_array_equal(to_numpy(labels), cpu_labels)

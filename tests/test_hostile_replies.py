@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from flwr.app import Array
 from flwr.clientapp import ClientApp
+from helpers import iid_parts, messages, save_parts
 
-from conftest import messages, save_parts
 from fedcluster.client.app import build_client_app
 from fedcluster.client.respond import respond
 from fedcluster.data import DataError
@@ -20,7 +20,7 @@ from fedcluster.messages import ClientSummary, ProtocolError
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.metrics import centre_distance
 from fedcluster.protocol import METRICS_KEY, RESULT_KEY, read_reply
-from inprocess import InProcessGrid
+from harness.inprocess import InProcessGrid
 
 
 def damage(summary: ClientSummary, mode: str) -> ClientSummary:
@@ -54,15 +54,10 @@ def hostile(X, request, node_config) -> ClientSummary:
     return damage(respond(X, request, node_config), node_config.get("hostile", ""))
 
 
-def s1_parts(s1, clients: int = 5) -> list[np.ndarray]:
-    order = np.random.default_rng(0).permutation(len(s1))
-    return [s1[p] for p in np.array_split(order, clients)]
-
-
 def federation(s1, mode: str, clients: int = 5) -> InMemoryFederation:
     """S1 over ``clients`` clients; client 0 (node 0) answers through :func:`hostile`."""
     configs = [{"hostile": mode}] + [{} for _ in range(clients - 1)]
-    return InMemoryFederation(s1_parts(s1, clients), node_configs=configs, responders={0: hostile})
+    return InMemoryFederation(iid_parts(s1, clients), node_configs=configs, responders={0: hostile})
 
 
 def rejected_nodes(records) -> set[str]:
@@ -108,7 +103,7 @@ def test_a_client_whose_row_count_changes_is_rejected(s1, flwr_log):
 def test_one_huge_value_in_a_client_file_is_refused_there(tmp_path, s1, s1_centres, flwr_log):
     # The ClientApp reads the file on the node: it refuses the file there, with an
     # error reply the server logs, and the run goes on with the other clients.
-    parts = s1_parts(s1)
+    parts = iid_parts(s1, 5)
     parts[2] = parts[2].copy()
     parts[2][12, 0] = 1e300
     grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts))
@@ -122,7 +117,7 @@ def test_one_huge_value_in_a_client_file_is_refused_there(tmp_path, s1, s1_centr
 
 
 def test_an_in_memory_federation_refuses_a_huge_value_when_built(s1):
-    parts = s1_parts(s1)
+    parts = iid_parts(s1, 5)
     parts[2] = parts[2].copy()
     parts[2][12, 0] = 1e300
     with pytest.raises(DataError, match=r"client 2: value 1e\+300 in column 0 \(row 12\) is too large"):
@@ -150,7 +145,7 @@ def complex_centroids_app() -> ClientApp:
 
 
 def test_a_bad_flower_message_is_rejected_by_name_and_honest_clients_go_on(tmp_path, s1, flwr_log):
-    configs = save_parts(tmp_path / "parts", s1_parts(s1))
+    configs = save_parts(tmp_path / "parts", iid_parts(s1, 5))
     configs[0]["hostile"] = "complex"
     grid = InProcessGrid(complex_centroids_app(), configs)
     result = WeightedFederatedKMeans(15, num_server_rounds=5, seed=1).fit(FlowerFederation(grid))

@@ -18,7 +18,7 @@ from fedcluster.federation.flower import FlowerFederation
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods import build_strategy
 from fedcluster.simulation import simulate
-from inprocess import InProcessGrid
+from harness.inprocess import InProcessGrid
 
 
 @pytest.mark.slow

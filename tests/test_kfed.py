@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import messages, unreadable_data
+from helpers import messages, unreadable_data
 
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices

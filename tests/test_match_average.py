@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import messages
+from helpers import column, messages
 
 from fedcluster.client.respond import respond
 from fedcluster.config import ConfigError, RunConfig
@@ -14,10 +14,6 @@ from fedcluster.messages import LOCAL_KMEANS, ClientSummary
 from fedcluster.methods import build_strategy
 from fedcluster.methods.mavg.strategy import MatchAveraging
 from fedcluster.metrics import centre_distance
-
-
-def column(*values) -> np.ndarray:
-    return np.array(values, dtype=np.float64)[:, None]
 
 
 def canned_federation(replies) -> InMemoryFederation:

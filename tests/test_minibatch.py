@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import ask_client, messages
+from helpers import ask_client, messages
 
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import RunConfig
@@ -31,14 +31,10 @@ def triebe_parts(seed: int) -> list[np.ndarray]:
     return [TRIEBE_MEANS[i % 5] + 0.2 * rng.standard_normal((10, 1)) for i in range(50)]
 
 
-def ask(X, config, centroids):
-    return ask_client(X, MINIBATCH, config, centroids)
-
-
 def test_client_step_hand_case():
     # Full batch, beta = 0.5 from (0, 10): cluster means (1, 11), so (0.5, 10.5);
     # counts (2, 2); squared distances to the start 0 + 4 + 0 + 4.
-    reply = ask(np.array([[0.0], [2.0], [10.0], [12.0]]), CONFIG, np.array([[0.0], [10.0]]))
+    reply = ask_client(np.array([[0.0], [2.0], [10.0], [12.0]]), MINIBATCH, CONFIG, np.array([[0.0], [10.0]]))
     summary = validate_reply(reply.summary, k=2, dim=1, expect=("centroids", "counts", "sse"))
     np.testing.assert_allclose(summary.centroids.ravel(), [0.5, 10.5], rtol=1e-15)
     np.testing.assert_array_equal(summary.counts, [2.0, 2.0])
@@ -52,7 +48,7 @@ def test_bad_settings_get_an_error_reply(key, value):
     config = {k: v for k, v in CONFIG.items() if k != key}
     if value is not None:
         config[key] = value
-    reply = ask(np.array([[0.0], [1.0]]), config, np.array([[0.0], [1.0]]))
+    reply = ask_client(np.array([[0.0], [1.0]]), MINIBATCH, config, np.array([[0.0], [1.0]]))
     assert reply.summary is None and reply.error.startswith(f"error reply (code {BAD_INPUT}): ")
     assert key in reply.error
 

@@ -18,8 +18,8 @@ from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.server.artifacts import read_model
 from fedcluster.simulation import FLOWER_OFFLINE_ENV, simulate
-from localdeploy import BIN, REPO
-from netns_hosts import Hosts, netns_problem
+from harness.localdeploy import BIN, REPO, run_config_text
+from harness.netns_hosts import Hosts, netns_problem
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +59,7 @@ def test_dwf_across_network_hosts(hosts, tmp_path):
         "insecure = true\n")
     settings = {"algorithm": "dwf", "k": 15, "num-server-rounds": 5, "local-steps": 2, "lr": 0.8,
                 "momentum": 0.2, "seed": 7, "tol": 1e-4, "min-nodes": 3}
-    run_config = " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
-                          for k, v in {**settings, "out-dir": str(out)}.items())
+    run_config = run_config_text({**settings, "out-dir": str(out)})
     done = hosts.run("operator", [str(BIN / "flwr"), "run", str(REPO), "net", "--stream",
                                   "-c", run_config],
                      env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400)

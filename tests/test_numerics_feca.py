@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import column
 
 from fedcluster.methods.feca.kernels import ClusterGeometry, cluster_geometry, empirical_radii, feca_aggregate, feca_client_update, group_by_radius, merged_sse, remove_one_fit_many, theoretical_radius
-
-
-def column(*values) -> np.ndarray:
-    return np.array(values, dtype=np.float64)[:, None]
 
 
 # A local solution on a line: c_0 = 5 sits between the tight clusters A = {-1, 1}

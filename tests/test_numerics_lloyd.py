@@ -1,19 +1,15 @@
 """Tests of the chunked Lloyd kernels in fedcluster.numerics.lloyd."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from sklearn.cluster import KMeans
+from helpers import naive_stats
 
-import fedcluster
 from fedcluster.numerics import DEFAULT_CHUNK_SIZE, ClusterStats, assign, cluster_stats, lloyd, update_centroids
-
-SIPU = Path(fedcluster.__file__).parent / "data" / "sipu"
 
 
 @pytest.fixture(scope="module")
-def blobs():
+def blobs_and_start():
     """Five well-separated blobs in 3-D and a start with one point per blob."""
     rng = np.random.default_rng(0)
     centres = np.array(
@@ -25,34 +21,6 @@ def blobs():
     return X, init
 
 
-@pytest.fixture(scope="module")
-def s1():
-    """S1 (15 clusters, coordinates up to 1e6) and 15 distinct data points as start.
-
-    The start is the data point nearest to each ground-truth centre, so no
-    cluster empties in the first step.
-    """
-    X = np.loadtxt(SIPU / "s1.txt")
-    truth = np.loadtxt(SIPU / "s1-cb.txt")
-    init = X[[np.argmin(((X - c) ** 2).sum(axis=1)) for c in truth]]
-    assert len(np.unique(init, axis=0)) == 15
-    return X, init
-
-
-def naive_stats(X, centroids, weights=None):
-    """Reference: full distance matrix by differences, argmin, per-cluster loops."""
-    weights = np.ones(len(X)) if weights is None else weights
-    sqdist = ((X[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
-    labels = sqdist.argmin(axis=1)
-    sums = np.zeros(centroids.shape)
-    counts = np.zeros(len(centroids))
-    for x, w, j in zip(X, weights, labels):
-        sums[j] += w * x
-        counts[j] += w
-    inertia = float(weights @ sqdist[np.arange(len(X)), labels])
-    return labels, ClusterStats(sums, counts, inertia)
-
-
 def sklearn_one_step(X, init):
     km = KMeans(n_clusters=len(init), init=init, n_init=1, max_iter=1, algorithm="lloyd")
     return km.fit(X).cluster_centers_
@@ -60,7 +28,7 @@ def sklearn_one_step(X, init):
 
 @pytest.mark.parametrize("data", ["blobs", "s1"])
 def test_one_step_matches_naive_and_sklearn(data, request):
-    X, init = request.getfixturevalue(data)
+    X, init = request.getfixturevalue(f"{data}_and_start")
     labels, expected = naive_stats(X, init)
     assert (expected.counts > 0).all()
 
@@ -79,8 +47,8 @@ def test_one_step_matches_naive_and_sklearn(data, request):
     np.testing.assert_array_equal(result.counts, expected.counts)
 
 
-def test_assign_returns_labels_and_squared_distances(blobs):
-    X, init = blobs
+def test_assign_returns_labels_and_squared_distances(blobs_and_start):
+    X, init = blobs_and_start
     labels, sqdist = assign(X, init)
     assert labels.dtype == np.int64 and sqdist.dtype == np.float64
     np.testing.assert_allclose(sqdist, ((X - init[labels]) ** 2).sum(axis=1), rtol=1e-12)
@@ -95,7 +63,7 @@ def test_assign_breaks_ties_towards_lowest_index():
 
 @pytest.mark.parametrize("data", ["blobs", "s1"])
 def test_chunk_size_does_not_change_results(data, request):
-    X, init = request.getfixturevalue(data)
+    X, init = request.getfixturevalue(f"{data}_and_start")
     reference = cluster_stats(X, init, chunk_size=DEFAULT_CHUNK_SIZE)
     for chunk_size in (1, 7, len(X)):
         stats = cluster_stats(X, init, chunk_size=chunk_size)
@@ -114,7 +82,7 @@ def test_chunk_size_does_not_change_results(data, request):
 
 @pytest.mark.parametrize("data", ["blobs", "s1"])
 def test_float32_input_accumulates_in_float64(data, request):
-    X, init = request.getfixturevalue(data)
+    X, init = request.getfixturevalue(f"{data}_and_start")
     stats32 = cluster_stats(X.astype(np.float32), init)
     stats64 = cluster_stats(X.astype(np.float32).astype(np.float64), init)
     assert stats32.sums.dtype == np.float64 and stats32.counts.dtype == np.float64
@@ -127,8 +95,8 @@ def test_float32_input_accumulates_in_float64(data, request):
     assert lloyd(X.astype(np.float32), init, max_iter=1).centroids.dtype == np.float64
 
 
-def test_integer_weights_equal_repeated_rows(blobs):
-    X, init = blobs
+def test_integer_weights_equal_repeated_rows(blobs_and_start):
+    X, init = blobs_and_start
     weights = np.random.default_rng(1).integers(0, 4, size=len(X))
     repeated = np.repeat(X, weights, axis=0)
 
@@ -147,8 +115,8 @@ def test_integer_weights_equal_repeated_rows(blobs):
     np.testing.assert_array_equal(weighted.counts, plain.counts)
 
 
-def test_empty_cluster_keeps_its_centroid(blobs):
-    X, init = blobs
+def test_empty_cluster_keeps_its_centroid(blobs_and_start):
+    X, init = blobs_and_start
     far = np.array([[1e3, -1e3, 1e3]])
     start = np.concatenate([init[:2], far, init[2:]])
     stats = cluster_stats(X, start)
@@ -160,16 +128,16 @@ def test_empty_cluster_keeps_its_centroid(blobs):
     assert result.counts[2] == 0
 
 
-def test_zero_weight_cluster_counts_as_empty(blobs):
-    X, init = blobs
+def test_zero_weight_cluster_counts_as_empty(blobs_and_start):
+    X, init = blobs_and_start
     labels, _ = assign(X, init)
     weights = np.where(labels == 0, 0.0, 1.0)
     result = lloyd(X, init, max_iter=1, sample_weight=weights)
     np.testing.assert_array_equal(result.centroids[0], init[0])
 
 
-def test_inertia_is_accurate_on_s1(s1):
-    X, init = s1
+def test_inertia_is_accurate_on_s1(s1_and_start):
+    X, init = s1_and_start
     # Non-integer centroids: with S1's integer coordinates and integer
     # centroids even the ||x||^2 - 2 x.c + ||c||^2 expansion would be exact.
     centroids = lloyd(X, init, max_iter=1).centroids
@@ -190,8 +158,8 @@ def test_inertia_is_accurate_with_large_offset():
     )
 
 
-def test_lloyd_stopping_rules(blobs):
-    X, init = blobs
+def test_lloyd_stopping_rules(blobs_and_start):
+    X, init = blobs_and_start
     assert lloyd(X, init, max_iter=7, tol=0).n_iter == 7
     converged = lloyd(X, init)
     assert 1 < converged.n_iter < 300
@@ -201,8 +169,8 @@ def test_lloyd_stopping_rules(blobs):
     assert again.inertia == pytest.approx(cluster_stats(X, converged.centroids).inertia)
 
 
-def test_lloyd_first_is_the_assignment_against_the_start(blobs):
-    X, init = blobs
+def test_lloyd_first_is_the_assignment_against_the_start(blobs_and_start):
+    X, init = blobs_and_start
     result = lloyd(X, init, max_iter=10)
     expected = cluster_stats(X, init)
     np.testing.assert_array_equal(result.first.counts, expected.counts)
@@ -211,8 +179,8 @@ def test_lloyd_first_is_the_assignment_against_the_start(blobs):
     assert isinstance(result.inertia, float) and isinstance(result.first.inertia, float)
 
 
-def test_lloyd_matches_sklearn_to_convergence(blobs):
-    X, init = blobs
+def test_lloyd_matches_sklearn_to_convergence(blobs_and_start):
+    X, init = blobs_and_start
     km = KMeans(n_clusters=len(init), init=init, n_init=1, algorithm="lloyd", tol=0).fit(X)
     result = lloyd(X, init, tol=0, max_iter=50)
     np.testing.assert_allclose(result.centroids, km.cluster_centers_, rtol=1e-9)

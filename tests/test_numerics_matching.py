@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import column
 
 from fedcluster.methods.mavg.kernels import best_match_average, fill_empty_slots, match_average
 from fedcluster.numerics.matching import match_order, match_to_reference
-
-
-def column(*values) -> np.ndarray:
-    return np.array(values, dtype=np.float64)[:, None]
 
 
 def test_hungarian_matching_undoes_a_permutation():

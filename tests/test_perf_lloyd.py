@@ -12,15 +12,13 @@ import tracemalloc
 import numba
 import numpy as np
 import pytest
+from helpers import naive_stats
 
-import fedcluster
 from fedcluster.numerics import _lloyd_numba as kernel
 from fedcluster.numerics import assign, cluster_stats, lloyd
-from fedcluster.numerics.lloyd import ClusterStats
 
 # The module (the package exports its function `lloyd` under the same name).
 lloyd_module = importlib.import_module("fedcluster.numerics.lloyd")
-SIPU = fedcluster.__path__[0] + "/data/sipu/"
 
 
 @pytest.fixture(params=["kernel", "numpy"])
@@ -33,18 +31,6 @@ def path(request, monkeypatch):
 @pytest.fixture
 def kernel_path(monkeypatch):
     monkeypatch.setattr(lloyd_module, "KERNEL_MIN_WORK", 0)
-
-
-def naive(X, centroids, weights=None):
-    """Labels, sums, counts and inertia from the full float64 distance matrix."""
-    X = X.astype(np.float64)
-    weights = np.ones(len(X)) if weights is None else weights
-    sqdist = ((X[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
-    labels = sqdist.argmin(axis=1)
-    sums = np.zeros(centroids.shape)
-    np.add.at(sums, labels, weights[:, None] * X)
-    counts = np.bincount(labels, weights=weights, minlength=len(centroids))
-    return labels, ClusterStats(sums, counts, float(weights @ sqdist[np.arange(len(X)), labels]))
 
 
 def separated(n, d, k, dtype, seed=0):
@@ -66,7 +52,7 @@ SHAPES = [(1, 1, 1), (5, 2, 3), (1001, 2, 15), (777, 16, 16), (643, 64, 5), (257
 @pytest.mark.parametrize(("n", "d", "k"), SHAPES)
 def test_both_score_loops_match_the_distance_matrix(n, d, k, dtype, path):
     X, start = separated(n, d, k, dtype)
-    labels, expected = naive(X, start)
+    labels, expected = naive_stats(X, start)
     stats = cluster_stats(X, start)
     np.testing.assert_array_equal(assign(X, start)[0], labels)
     np.testing.assert_array_equal(stats.counts, expected.counts)
@@ -78,7 +64,7 @@ def test_both_score_loops_match_the_distance_matrix(n, d, k, dtype, path):
 def test_weights_and_labels_and_squared_distances(d, path):
     X, start = separated(301, d, 6, np.float64, seed=1)
     weights = np.random.default_rng(2).uniform(0, 3, len(X))
-    labels, expected = naive(X, start, weights)
+    labels, expected = naive_stats(X, start, weights)
     stats = cluster_stats(X, start, sample_weight=weights)
     np.testing.assert_allclose(stats.counts, expected.counts, rtol=1e-13)
     np.testing.assert_allclose(stats.sums, expected.sums, rtol=1e-12, atol=1e-9)
@@ -222,19 +208,11 @@ def test_small_passes_do_not_load_numba():
 
 # The exactness tests of test_numerics_lloyd.py on S1, through the kernel.
 
-@pytest.fixture(scope="module")
-def s1():
-    X = np.loadtxt(SIPU + "s1.txt")
-    truth = np.loadtxt(SIPU + "s1-cb.txt")
-    start = X[[np.argmin(((X - c) ** 2).sum(axis=1)) for c in truth]]
-    return X, start
-
-
-def test_kernel_on_s1_matches_naive_and_sklearn(s1, kernel_path):
+def test_kernel_on_s1_matches_naive_and_sklearn(s1_and_start, kernel_path):
     from sklearn.cluster import KMeans
 
-    X, start = s1
-    labels, expected = naive(X, start)
+    X, start = s1_and_start
+    labels, expected = naive_stats(X, start)
     stats = cluster_stats(X, start)
     np.testing.assert_array_equal(assign(X, start)[0], labels)
     np.testing.assert_array_equal(stats.counts, expected.counts)
@@ -245,8 +223,8 @@ def test_kernel_on_s1_matches_naive_and_sklearn(s1, kernel_path):
                                rtol=1e-9)
 
 
-def test_kernel_on_s1_float32_accumulates_in_float64(s1, kernel_path):
-    X, start = s1
+def test_kernel_on_s1_float32_accumulates_in_float64(s1_and_start, kernel_path):
+    X, start = s1_and_start
     stats32 = cluster_stats(X.astype(np.float32), start)
     stats64 = cluster_stats(X.astype(np.float32).astype(np.float64), start)
     np.testing.assert_array_equal(stats32.counts, stats64.counts)
@@ -254,24 +232,24 @@ def test_kernel_on_s1_float32_accumulates_in_float64(s1, kernel_path):
     assert stats32.inertia == pytest.approx(stats64.inertia, rel=1e-12)
 
 
-def test_kernel_inertia_is_accurate(s1, kernel_path):
-    X, start = s1
+def test_kernel_inertia_is_accurate(s1_and_start, kernel_path):
+    X, start = s1_and_start
     centroids = lloyd(X, start, max_iter=1).centroids
-    labels, _ = naive(X, centroids)
+    labels, _ = naive_stats(X, centroids)
     diff = X.astype(np.longdouble) - centroids.astype(np.longdouble)[labels]
     assert cluster_stats(X, centroids).inertia == pytest.approx(float((diff * diff).sum()),
                                                                 rel=1e-12)
     rng = np.random.default_rng(2)
     X = 1e6 + rng.normal(size=(500, 2))
     centroids = X[:4] + 0.25
-    labels, _ = naive(X, centroids)
+    labels, _ = naive_stats(X, centroids)
     diff = X.astype(np.longdouble) - centroids.astype(np.longdouble)[labels]
     assert cluster_stats(X, centroids).inertia == pytest.approx(float((diff * diff).sum()),
                                                                 rel=1e-12)
 
 
-def test_kernel_matches_the_numpy_path_on_s1(s1, monkeypatch):
-    X, start = s1
+def test_kernel_matches_the_numpy_path_on_s1(s1_and_start, monkeypatch):
+    X, start = s1_and_start
     results = []
     for threshold in (0, 1 << 62):
         monkeypatch.setattr(lloyd_module, "KERNEL_MIN_WORK", threshold)

@@ -1,6 +1,6 @@
 """No raw row leaves a client, in any message, for any method and start.
 
-A recording mod (:mod:`privacy_probe`) sits in the real ClientApp of a real
+A recording mod (:mod:`harness.privacy_probe`) sits in the real ClientApp of a real
 Flower simulation (Ray, Flower's node ids) and keeps every reply of every
 client; the checks then look for data rows and for centroids of fewer than p
 rows in them. The same probe over the in-process executor with the privacy
@@ -14,8 +14,8 @@ import json
 
 import numpy as np
 import pytest
+from helpers import save_parts
 
-from conftest import save_parts
 from fedcluster.client.app import build_client_app
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, write_partitions
@@ -24,8 +24,8 @@ from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods import METHODS, build_strategy
 from fedcluster.simulation import set_offline_env
 from fedcluster.strategies import RunFailed
-from inprocess import InProcessGrid
-from privacy_probe import extreme_values, leaks, recorded, recorder
+from harness.inprocess import InProcessGrid
+from harness.privacy_probe import extreme_values, leaks, recorded, recorder
 
 P = 2
 #: (name, settings): every method, and every start of the round-based family.

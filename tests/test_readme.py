@@ -54,7 +54,7 @@ import numpy as np
 import pytest
 
 from fedcluster.simulation import FLOWER_OFFLINE_ENV
-from localdeploy import stop_group
+from harness.localdeploy import stop_group
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
@@ -288,7 +288,7 @@ TABLE: tuple[Entry, ...] = (
           "logged ids are the participants; the streamed log shows the rounds", role="submit"),
     # -- Docker Compose: run by tests/test_docker.py (real containers)
     Entry(r"^Docker Compose$", r"docker compose build", "test_docker.py::test_compose_demo_equals_simulation",
-          "the image is built without a registry (tests/docker_build.py) and `compose up` uses it"),
+          "the image is built without a registry (tests/harness/docker_build.py) and `compose up` uses it"),
     Entry(r"^Docker Compose$", r"docker compose up", "test_docker.py::test_compose_demo_equals_simulation",
           "the demo runs to the end; ./results holds the model a simulation of the same data gives"),
     Entry(r"^Docker Compose$", r"fedcluster inspect results/model\.pb",

@@ -6,7 +6,8 @@ random uint64 values Flower draws, never a partition index. The fast tests
 here check that the deployment tests cover every method and every start the
 configuration accepts; the slow test runs partial participation in a Ray
 simulation and checks that a seed fixes what is sampled although Flower gives
-every simulated client a new node id in each run.
+every simulated client a new node id in each run; another starts a run from the
+centroids given to ``FlowerStrategy.start`` in a ServerApp of its own.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import naive_stats
+
 from fedcluster.config import INIT_METHODS, RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
-from fedcluster.methods import METHODS
-from fedcluster.simulation import simulate
+from fedcluster.methods import METHODS, build_strategy
+from fedcluster.simulation import set_offline_env, simulate
 
 TESTS = Path(__file__).resolve().parent
 SMALLEST_FLOWER_ID = 2**20
@@ -99,3 +102,55 @@ def test_partial_participation_in_a_ray_simulation(tmp_path):
     pairs = {tuple(sorted(first.history[0].participants.index(p) for p in r.participants))
              for r in first.history[1:]}
     assert len(pairs) > 1, pairs
+
+
+@pytest.mark.slow
+def test_start_runs_from_the_initial_arrays_through_a_ray_simulation(tmp_path, s1_and_start):
+    """``FlowerStrategy.start(grid, initial_arrays=...)`` in a ServerApp of our own, on Flower's grid.
+
+    DWF configured with a random start and 5 rounds is started from given
+    centroids for 1 round (lr 1, no momentum, one local step, every client
+    answering): the model must be one centralized Lloyd step from exactly those
+    centroids, row for row, so a start that was ignored or reordered fails. Two
+    starts (one the other reversed) run in the same simulation.
+    """
+    set_offline_env()
+    from flwr.app import Array, ArrayRecord
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    from fedcluster.client.app import build_client_app
+    from fedcluster.federation.flower import FlowerStrategy
+
+    X, start = s1_and_start
+    write_partitions(X, partition_indices(len(X), 3, "iid", seed=0), tmp_path / "parts")
+    settings = {"algorithm": "dwf", "k": 15, "num-server-rounds": 5, "init": "random", "seed": 0,
+                "tol": 0.0, "lr": 1.0, "momentum": 0.0, "local-steps": 1, "min-nodes": 3}
+    starts = [start, start[::-1].copy()]
+    results = []
+
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context):
+        for centroids in starts:
+            strategy = FlowerStrategy(build_strategy(RunConfig.from_mapping(settings)))
+            results.append(strategy.start(grid=grid, initial_arrays=ArrayRecord(
+                {"centroids": Array(centroids)}), num_rounds=1))
+
+    run_simulation(server_app=server,
+                   client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")}),
+                   num_supernodes=3,
+                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                   "init_args": {"log_to_driver": False}})
+
+    assert len(results) == len(starts)  # the ServerApp ran both to the end
+    for centroids, result in zip(starts, results, strict=True):
+        _, stats = naive_stats(X, centroids)
+        assert (stats.counts > 0).all()
+        lloyd_step = stats.sums / stats.counts[:, None]
+        np.testing.assert_allclose(result.arrays["centroids"].numpy(), lloyd_step, rtol=1e-12)
+        # One train round (num_rounds replaced the configured 5), every client answering.
+        assert sorted(result.train_metrics_clientapp) == [1]
+        assert result.train_metrics_clientapp[1]["clients-answered"] == 3
+        assert result.evaluate_metrics_clientapp[1]["num-examples"] == len(X)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import messages
 
-from conftest import messages
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.strategies import ClusteringStrategy, RunFailed
-from inprocess import flower_like_node_ids
+from harness.inprocess import flower_like_node_ids
 
 
 class ChangingFederation(InMemoryFederation):

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import altered_replies, messages, unreadable_data
+from helpers import altered_replies, iid_parts, messages, unreadable_data
 
 from fedcluster.client.respond import CLIENT_FAILURE
 from fedcluster.federation.memory import InMemoryFederation
@@ -22,11 +22,6 @@ def reference_lloyd(X: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, float]:
     new = np.array([X[labels == j].mean(axis=0) if np.any(labels == j) else C[j]
                     for j in range(len(C))])
     return new, float(d2[np.arange(len(X)), labels].sum())
-
-
-def iid_parts(X, n_clients, seed=0):
-    order = np.random.default_rng(seed).permutation(len(X))
-    return [X[np.sort(p)] for p in np.array_split(order, n_clients)]
 
 
 def run(tmp_path, parts, k, **kwargs):

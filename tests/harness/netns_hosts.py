@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from localdeploy import log_tails, stop_group
+from .localdeploy import log_tails, stop_group
 
 PREFIX = "fcnt"
 SUBNET = "10.213.7"  # 10.213.7.0/24: exists only inside these namespaces

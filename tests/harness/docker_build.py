@@ -25,7 +25,7 @@ Caches (reused on purpose, each named by the hash of what it is made from):
 A new hash replaces the older tags of the same name (and their wheelhouses),
 so at most one of each stays on the machine. ``FEDCLUSTER_TEST_BASE_IMAGE``
 names an existing base instead (for example ``python:3.11-slim`` where a
-registry is reachable). Run ``python tests/docker_build.py`` to build (or
+registry is reachable). Run ``python tests/harness/docker_build.py`` to build (or
 find) the image and print its tag.
 """
 
@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SUITE = "bookworm"  # Debian 12: python3 is 3.11, as deploy/requirements.txt was resolved for
 MIRROR = os.environ.get("FEDCLUSTER_DEBIAN_MIRROR", "http://deb.debian.org/debian")

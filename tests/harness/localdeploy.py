@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fedcluster.simulation import FLOWER_OFFLINE_ENV
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
@@ -25,6 +25,11 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def run_config_text(values: dict) -> str:
+    """``values`` as the text of ``flwr run -c``: strings quoted (TOML), numbers as they are."""
+    return " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}" for k, v in values.items())
 
 
 def wait_for_port(port: int, timeout: float) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from docker_build import (REPO, DockerUnavailable, build_image, compose_command, docker_problem,
+from .docker_build import (REPO, DockerUnavailable, build_image, compose_command, docker_problem,
                           tool_env)
 
 #: What a user's checkout holds that the compose files use (the image is built apart).
@@ -29,12 +28,6 @@ LOCAL_ONLY = ("demo-data", "certs", "keys", "*.whl", "__pycache__")
 
 def container_uid() -> int:
     return os.getuid() or 4321
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def require_image() -> str:
