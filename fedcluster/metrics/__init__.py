@@ -12,18 +12,11 @@ which needs the pooled data (benchmarks only).
 """
 
 from .centres import centre_distance, knowledge_gap, normalised_knowledge_gap
-from .federated import (
-    FederatedStatistics,
-    cluster_means,
-    combine,
-    contingency_metrics,
-    sum_statistics,
-)
+from .federated import cluster_means, combine, contingency_metrics, sum_statistics
 from .local import LocalStatistics, local_statistics
 from .pooled import silhouette, silhouette_for_centroids
 
 __all__ = [
-    "FederatedStatistics",
     "LocalStatistics",
     "centre_distance",
     "cluster_means",

@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -83,7 +82,6 @@ from .centres import centre_distance, knowledge_gap, normalised_knowledge_gap
 from .local import LocalStatistics
 
 __all__ = [
-    "FederatedStatistics",
     "cluster_means",
     "combine",
     "contingency_metrics",
@@ -91,39 +89,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class FederatedStatistics:
-    """The clients' :class:`LocalStatistics` added up (same fields, one contingency table).
-
-    ``label_values`` is the union of the clients' vocabularies, and
-    ``contingency`` the sum of their tables on it.
-    """
-
-    n: int
-    counts: np.ndarray
-    sums: np.ndarray
-    cluster_sse: np.ndarray
-    sse: float
-    distance_sums: np.ndarray
-    outside_distance: float
-    outside_sse: float
-    silhouette_sum: float
-    label_values: np.ndarray | None
-    contingency: np.ndarray | None
-
-    @property
-    def k(self) -> int:
-        """Number of clusters."""
-        return len(self.counts)
-
-    @property
-    def dimension(self) -> int:
-        """Number of features."""
-        return self.sums.shape[1]
-
-
-def sum_statistics(stats: Sequence[LocalStatistics]) -> FederatedStatistics:
+def sum_statistics(stats: Sequence[LocalStatistics]) -> LocalStatistics:
     """Add the statistics of several clients (the server's only use of them).
+
+    The result is the statistics of the union of their rows: ``label_values``
+    is the union of the clients' vocabularies, and ``contingency`` the sum of
+    their tables on it.
 
     Raises
     ------
@@ -151,7 +122,7 @@ def sum_statistics(stats: Sequence[LocalStatistics]) -> FederatedStatistics:
         for s in stats:
             table[:, np.searchsorted(vocabulary, s.label_values)] += s.contingency
     cluster_sse = np.sum([s.cluster_sse for s in stats], axis=0)
-    return FederatedStatistics(
+    return LocalStatistics(
         n=int(sum(s.n for s in stats)),
         counts=np.sum([s.counts for s in stats], axis=0).astype(np.int64),
         sums=np.sum([s.sums for s in stats], axis=0),
@@ -167,7 +138,7 @@ def sum_statistics(stats: Sequence[LocalStatistics]) -> FederatedStatistics:
 
 
 def cluster_means(
-    stats: Sequence[LocalStatistics] | FederatedStatistics, centroids: ArrayLike
+    stats: Sequence[LocalStatistics] | LocalStatistics, centroids: ArrayLike
 ) -> np.ndarray:
     """Cluster means from the clients' sums and counts; an empty cluster keeps its centroid.
 
@@ -176,7 +147,7 @@ def cluster_means(
     assignment measured to cluster means (scikit-learn's Davies-Bouldin;
     Garst & Reinders' federated simplified silhouette).
     """
-    total = stats if isinstance(stats, FederatedStatistics) else sum_statistics(stats)
+    total = stats if isinstance(stats, LocalStatistics) else sum_statistics(stats)
     centroids = np.asarray(centroids, dtype=np.float64)
     if centroids.shape != total.sums.shape:
         raise ValueError(f"centroids must have shape {total.sums.shape}, got {centroids.shape}")

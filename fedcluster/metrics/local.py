@@ -29,7 +29,7 @@ __all__ = ["LocalStatistics", "local_statistics"]
 
 @dataclass(frozen=True)
 class LocalStatistics:
-    """Sufficient statistics of one client's rows for a set of centroids.
+    """Sufficient statistics of a set of rows (one client's, or several added up) for centroids.
 
     Every entry is a sum over the client's rows, so the statistics of a
     union of clients are the sums of theirs. Rows are assigned to their
