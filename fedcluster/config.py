@@ -76,6 +76,9 @@ class RunConfig(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="where clients compute: CuPy on a GPU (cuda), NumPy (cpu), or "
         "CUDA when CuPy sees a GPU (auto)")
+    standardize: bool = Field(
+        False, description="standardise every feature first, by the mean and standard deviation "
+        "the clients' moments give (no row leaves); the model holds the transform")
 
     # -- some methods (see fedcluster.methods) ---------------------------------------
     init: str = Field(
