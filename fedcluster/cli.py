@@ -155,7 +155,8 @@ def _partitioned(args: argparse.Namespace):
 #: Settings of every method that a simulation takes from the command line (the
 #: waiting and timeout settings matter only in a deployment).
 SIMULATE_OPTIONS = tuple(key for key in COMMON_OPTIONS
-                         if key not in ("seed", "min-nodes", "node-wait-timeout", "round-timeout"))
+                         if key not in ("seed", "min-nodes", "node-wait-timeout", "round-timeout",
+                                        "standardize"))  # a flag of its own, below
 
 
 def _config_option(group, key: str) -> None:

@@ -37,6 +37,7 @@ COMMON_OPTIONS = (
     "clients-per-round", "min-nodes", "node-wait-timeout", "round-timeout", "min-answer-fraction",
     "min-cluster-size",
     "chunk-size", "device",
+    "standardize",
 )
 
 
