@@ -38,9 +38,16 @@ class FederatedKMeans:
     ``score`` (which would hide :meth:`score`); ``algorithm`` picks the method
     (``fedcluster.methods.METHODS``).
 
+    With ``standardize=True`` the clients' moments standardise every feature
+    first (:mod:`fedcluster.preprocessing`); ``predict`` and ``score`` apply
+    the same transform to ``X``.
+
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        In the data's units (standardised centres mapped back; ``result_.centroids``
+        are the standardised ones, and ``inertia_`` and :meth:`score` are in
+        standardised units).
     inertia_ : float
         Sum of squared distances of all clients' points to their nearest centre.
     n_iter_ : int

@@ -335,7 +335,9 @@ def test_simulate_standardize_through_flower(tmp_path):
 
 @pytest.mark.slow
 def test_simulate_k_range_through_flower(tmp_path):
-    done = run_cli("simulate", "--dataset", "blobs", "--blobs-centers", "4", "--clients", "4",
+    X, _ = blobs()  # well separated once standardised (the blobs dataset's 4 centres may touch)
+    np.save(tmp_path / "four.npy", X)
+    done = run_cli("simulate", "--dataset", "four.npy", "--clients", "4", "--standardize",
                    "--k-range", "2:6", "--select", "silhouette", "--out", "out", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "chosen k = 4 (silhouette)" in done.stdout, done.stdout
