@@ -8,5 +8,6 @@ papers this project implements.
 __version__ = "0.2.0"
 
 from .estimator import FederatedKMeans  # noqa: E402 - results record __version__
+from .selection import select_k  # noqa: E402
 
-__all__ = ["FederatedKMeans", "__version__"]
+__all__ = ["FederatedKMeans", "__version__", "select_k"]

@@ -41,6 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from .metrics import centre_distance
+    from .selection import KSelection
+    from .server.choose_k import k_selection_run
     from .simulation import SimulationError, simulate
 
     _check_clients(args.clients)
@@ -51,6 +53,7 @@ def _simulate(args: argparse.Namespace) -> int:
         "out-dir": str(args.out), "split": args.split, "dataset": args.dataset, "seed": args.seed,
         "min-nodes": args.clients,
     })
+    run = k_selection_run(args.k_range, args.select)
     dataset, parts = _partitioned(args)
     n, d = dataset.X.shape
     if config.k > n:
@@ -63,15 +66,19 @@ def _simulate(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fedcluster-partitions-") as tmp:
         write_partitions(dataset.X, parts, tmp, split=args.split, seed=args.seed, dataset=dataset.name)
         try:
-            result = simulate(config, tmp, args.clients, verbose=args.verbose)
+            result = simulate(config, tmp, args.clients, verbose=args.verbose, run=run)
         except SimulationError as exc:
             print(f"fedcluster: error: {exc}", file=sys.stderr)
             return 1
     print()
+    if isinstance(result, KSelection):
+        print(f"{result.table()}\nchosen k = {result.k} ({result.criterion}); curve: "
+              f"{Path(args.out) / 'k-selection.csv'}\n")
+        result = result.result
     print(format_result(result))
     print(f"data: {described}")
     if dataset.true_centers is not None and dataset.true_centers.shape == result.centroids.shape:
-        distance = centre_distance(result.centroids, dataset.true_centers)
+        distance = centre_distance(result.original_centroids, dataset.true_centers)
         print(f"distance to the true centres of {dataset.name}: {distance:.4g} (optimal matching "
               "of centroids to centres, root of the summed squared distances)")
     print(f"model: {Path(args.out) / 'model.pb'}  history: {Path(args.out) / 'history.csv'}")
@@ -205,6 +212,15 @@ def _parser() -> argparse.ArgumentParser:
         _config_option(common, key)
     common.add_argument("--privacy-threshold", dest="min-cluster-size", type=int,
                         help="alias of --min-cluster-size (Garst & Reinders' name for p)")
+    common.add_argument("--standardize", action="store_true", default=None,
+                        help=RunConfig.model_fields["standardize"].description)
+    choose = sim.add_argument_group("choosing k (one run per k, in one Flower simulation)")
+    choose.add_argument("--k-range", default=None, metavar="A:B",
+                        help="run every k from A to B (inclusive; or A:B:STEP, or A,B,C) instead "
+                        "of --k, print the curve and write the chosen k's model")
+    choose.add_argument("--select", choices=("silhouette", "elbow"), default="silhouette",
+                        help="largest mean simplified silhouette, or the elbow of the SSE curve "
+                        "(farthest from the chord between its ends) (default: silhouette)")
     sim.add_argument("--out", type=Path, default=Path(RunConfig().out_dir),
                      help=f"output directory (default: {RunConfig().out_dir})")
     sim.add_argument("--verbose", action="store_true",

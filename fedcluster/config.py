@@ -26,6 +26,9 @@ from .options import INIT_METHODS, ConfigError, Options, allowed_range
 
 #: Where the clients' data is and where results go: not settings of the method.
 DATA_OPTIONS = ("out-dir", "dataset", "split", "partitions-dir")
+#: Settings of the run around the method (:mod:`fedcluster.preprocessing`); the model
+#: file records their effect (the transform), not the method's settings.
+RUN_OPTIONS = ("standardize",)
 
 Algorithm = Literal[ALGORITHMS]  # type: ignore[valid-type]
 
@@ -37,6 +40,9 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
     """Settings of one federated clustering run (see each field's description)."""
 
     algorithm: Algorithm = Field("dwf", description="the method (see the sections below)")
+    standardize: bool = Field(
+        False, description="standardise every feature first, by the mean and standard deviation "
+        "the clients' moments give (no row leaves); the model holds the transform")
 
     # -- where data and results are ----------------------------------------------------
     out_dir: str = Field("results", description="directory for model.pb and history.csv")
@@ -68,4 +74,4 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
         return self.method_options().settings()
 
 
-__all__ = ["DATA_OPTIONS", "INIT_METHODS", "ConfigError", "RunConfig", "allowed_range"]
+__all__ = ["DATA_OPTIONS", "INIT_METHODS", "RUN_OPTIONS", "ConfigError", "RunConfig", "allowed_range"]

@@ -23,6 +23,7 @@ import numpy as np
 from .config import RunConfig
 from .data import validate_points
 from .numerics import assign, cluster_stats
+from .numerics.moments import standardize
 from .results import RunResult
 
 _DEFAULT = {name: field.default for name, field in RunConfig.model_fields.items()}
@@ -37,9 +38,16 @@ class FederatedKMeans:
     ``score`` (which would hide :meth:`score`); ``algorithm`` picks the method
     (``fedcluster.methods.METHODS``).
 
+    With ``standardize=True`` the clients' moments standardise every feature
+    first (:mod:`fedcluster.preprocessing`); ``predict`` and ``score`` apply
+    the same transform to ``X``.
+
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        In the data's units (standardised centres mapped back; ``result_.centroids``
+        are the standardised ones, and ``inertia_`` and :meth:`score` are in
+        standardised units).
     inertia_ : float
         Sum of squared distances of all clients' points to their nearest centre.
     n_iter_ : int
@@ -74,7 +82,8 @@ class FederatedKMeans:
                  client_lr: float = _DEFAULT["client_lr"],
                  batch_size: int = _DEFAULT["batch_size"],
                  reseed_fraction: float = _DEFAULT["reseed_fraction"],
-                 reseed_patience: int = _DEFAULT["reseed_patience"]) -> None:
+                 reseed_patience: int = _DEFAULT["reseed_patience"],
+                 standardize: bool = _DEFAULT["standardize"]) -> None:
         for name, value in locals().items():
             if name != "self":
                 setattr(self, name, value)
@@ -135,24 +144,31 @@ class FederatedKMeans:
         checked = [validate_points(X, source=f"client {i}") for i, X in enumerate(parts)]
         if backend == "memory":
             from .federation.memory import InMemoryFederation
-            from .methods import build_strategy
+            from .preprocessing import fit_method
 
-            result = build_strategy(config).fit(InMemoryFederation(checked))
+            result = fit_method(config, InMemoryFederation(checked))
         elif backend == "flower":
             result = self._simulate(config, checked, verbose)
         else:
             raise ValueError(f"backend must be 'memory' or 'flower', got {backend!r}")
+        return self._fitted(result, checked, config)
+
+    def _fitted(self, result: RunResult, checked: list[np.ndarray], config: RunConfig
+                ) -> FederatedKMeans:
+        """Take ``result`` as this model's fit (``checked``: the parts it was fitted on)."""
         self.result_ = result
-        self.cluster_centers_ = result.centroids
+        # The data's units; predict and score work in the units the method clustered.
+        self.cluster_centers_ = result.original_centroids
         self.inertia_ = float(result.score * result.n_points) if config.score == "exact" \
-            else float(sum(cluster_stats(X, result.centroids).inertia for X in checked))
+            else float(sum(cluster_stats(self._standardized(X), result.centroids).inertia
+                           for X in checked))
         self.n_iter_ = result.rounds
         self.history_ = list(result.history)
         self.n_features_in_ = result.centroids.shape[1]
         return self
 
     @staticmethod
-    def _simulate(config: RunConfig, parts: list[np.ndarray], verbose: bool) -> RunResult:
+    def _simulate(config: RunConfig, parts: list[np.ndarray], verbose: bool, run=None) -> RunResult:
         from .data import write_partitions
         from .simulation import simulate
 
@@ -162,22 +178,27 @@ class FederatedKMeans:
             write_partitions(np.concatenate(parts), indices, f"{tmp}/parts")
             run_config = config.model_copy(update={"out_dir": f"{tmp}/out",
                                                    "min_nodes": len(parts)})
-            return simulate(run_config, f"{tmp}/parts", len(parts), verbose=verbose)
+            return simulate(run_config, f"{tmp}/parts", len(parts), verbose=verbose, run=run)
 
     # -- using the model ----------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:
         """The index of the nearest centre of each row of ``X``."""
-        labels, _ = assign(self._rows(X), self.cluster_centers_)
+        labels, _ = assign(self._rows(X), self.result_.centroids)
         return np.asarray(labels)
 
     def score(self, X: Any, y: None = None) -> float:
         """Opposite of the sum of squared distances of ``X`` to its nearest centres (higher is better)."""
-        return -float(cluster_stats(self._rows(X), self.cluster_centers_).inertia)
+        return -float(cluster_stats(self._rows(X), self.result_.centroids).inertia)
 
     def _rows(self, X: Any) -> np.ndarray:
         if not hasattr(self, "cluster_centers_"):
             raise AttributeError("this FederatedKMeans is not fitted yet: call fit(parts) first")
-        return validate_points(X, expected_dim=self.n_features_in_, source="X")
+        return self._standardized(validate_points(X, expected_dim=self.n_features_in_, source="X"))
+
+    def _standardized(self, X: np.ndarray) -> np.ndarray:
+        """``X`` in the units the method clustered: standardised by the fit's transform, if any."""
+        result = self.result_
+        return X if result.shift is None else standardize(X, result.shift, result.scale)
 
     def __repr__(self) -> str:
         defaults = {name: p.default for name, p in

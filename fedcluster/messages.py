@@ -26,6 +26,9 @@ from .data.validation import MAX_ABS_VALUE
 EVALUATE = "evaluate"
 BOUNDS = "query.bounds"
 LOCAL_KMEANS = "query.local_kmeans"
+#: Federated standardisation and model selection (:mod:`fedcluster.preprocessing`).
+MOMENTS = "query.moments"
+SILHOUETTE = "query.silhouette"
 
 #: Largest magnitude of any value in a message: the bound client data is held
 #: to (:data:`fedcluster.data.validation.MAX_ABS_VALUE`), so that no party's
@@ -57,6 +60,11 @@ class ClientSummary:
         Per-cluster weights that are not point counts (fuzzy supports).
     radii : ndarray of shape (k,) or None
         Per-centroid radii (FeCA).
+    mean, std : ndarray of shape (d,) or None
+        Per-feature mean and population standard deviation of all local rows
+        (moments request).
+    silhouette : float
+        Sum over all local rows of the simplified silhouette (NaN if not asked).
     """
 
     n: int
@@ -67,6 +75,9 @@ class ClientSummary:
     high: np.ndarray | None = None
     weights: np.ndarray | None = None
     radii: np.ndarray | None = None
+    mean: np.ndarray | None = None
+    std: np.ndarray | None = None
+    silhouette: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -82,11 +93,16 @@ class Request:
         can carry them).
     centroids : ndarray of shape (k, d) or None
         The global centroids, for the steps that start from them.
+    shift, scale : ndarray of shape (d,) or None
+        The run's standardisation: the client answers about ``(X - shift) /
+        scale`` (:mod:`fedcluster.preprocessing`).
     """
 
     kind: str
     config: Mapping[str, int | float | str | bool]
     centroids: np.ndarray | None = None
+    shift: np.ndarray | None = None
+    scale: np.ndarray | None = None
 
 
 def request_setting(config: Mapping, key: str, kind: type, valid: Callable[[Any], bool]):
@@ -180,7 +196,8 @@ def validate_reply(
         Expected number of clusters and dimension (checked when given).
     expect : tuple of str
         Entries that must be present: any of ``"centroids"``, ``"counts"``,
-        ``"weights"``, ``"radii"``, ``"sse"``, ``"bounds"``.
+        ``"weights"``, ``"radii"``, ``"sse"``, ``"bounds"``, ``"mean"``,
+        ``"std"``, ``"silhouette"``.
     all_counted : bool
         The counts must add up to exactly the number of points (every point
         is in one cluster, as in the score request); otherwise they may add
@@ -209,6 +226,11 @@ def validate_reply(
         check_shape(centroids, (k, dim), "centroids")
         if k is None:
             k = centroids.shape[0]
+    for name in ("mean", "std"):
+        if name in values:
+            check_shape(values[name], (dim,), name)
+    if "std" in values and np.any(values["std"] < 0):
+        raise ProtocolError("'std' has negative values")
     for name in ("counts", "weights", "radii"):
         if name not in values:
             continue
@@ -237,8 +259,15 @@ def validate_reply(
         raise ProtocolError(f"'sse' must be a number, got {sse!r}")
     if "sse" in expect and (not math.isfinite(sse) or sse < 0):
         raise ProtocolError(f"'sse' must be a finite non-negative number, got {sse!r}")
-    return ClientSummary(n=n, sse=float(sse), **values)
+    silhouette = summary.silhouette
+    if isinstance(silhouette, bool) or not isinstance(silhouette, (int, float)):
+        raise ProtocolError(f"'silhouette' must be a number, got {silhouette!r}")
+    # Each row's simplified silhouette lies in [-1, 1].
+    if "silhouette" in expect and not (math.isfinite(silhouette) and abs(silhouette) <= n):
+        raise ProtocolError(f"'silhouette' must be a finite sum of {n} values in [-1, 1], "
+                            f"got {silhouette!r}")
+    return ClientSummary(n=n, sse=float(sse), silhouette=float(silhouette), **values)
 
 
 #: The array fields of a :class:`ClientSummary`.
-_ARRAYS = ("centroids", "counts", "low", "high", "weights", "radii")
+_ARRAYS = ("centroids", "counts", "low", "high", "weights", "radii", "mean", "std")

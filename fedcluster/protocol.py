@@ -31,7 +31,10 @@ SSE = "sse"
 #: Metric of a reply: the client's stable position for sampling (see :func:`make_reply`).
 SAMPLING_KEY = "sampling-key"
 #: The arrays a reply may carry (the array fields of ClientSummary).
-_ARRAY_NAMES = ("centroids", "counts", "low", "high", "weights", "radii")
+_ARRAY_NAMES = ("centroids", "counts", "low", "high", "weights", "radii", "mean", "std")
+#: Request record of the run's standardisation (arrays "shift" and "scale").
+TRANSFORM_KEY = "transform"
+SILHOUETTE = "silhouette"
 
 
 def make_request(request: Request, dst_node_id: int) -> Message:
@@ -40,6 +43,9 @@ def make_request(request: Request, dst_node_id: int) -> Message:
     if request.centroids is not None:
         content[MODEL_KEY] = ArrayRecord(
             {"centroids": Array(np.ascontiguousarray(request.centroids))})
+    if request.shift is not None:
+        content[TRANSFORM_KEY] = ArrayRecord({name: Array(np.ascontiguousarray(value)) for name, value
+                                              in (("shift", request.shift), ("scale", request.scale))})
     return Message(content=content, dst_node_id=dst_node_id, message_type=request.kind)
 
 
@@ -61,7 +67,13 @@ def read_request(msg: Message) -> Request:
         if "centroids" not in record:
             raise ProtocolError("request model has no array 'centroids'")
         centroids = record["centroids"].numpy()
-    return Request(msg.metadata.message_type, config, centroids)
+    transform = {}
+    if TRANSFORM_KEY in content.array_records:
+        record = content.array_records[TRANSFORM_KEY]
+        if set(record) != {"shift", "scale"}:
+            raise ProtocolError("request transform must hold exactly the arrays 'shift' and 'scale'")
+        transform = {name: record[name].numpy() for name in ("shift", "scale")}
+    return Request(msg.metadata.message_type, config, centroids, **transform)
 
 
 def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = None) -> Message:
@@ -79,6 +91,8 @@ def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = 
     metrics: dict[str, int | float] = {NUM_EXAMPLES: int(summary.n)}
     if not math.isnan(summary.sse):
         metrics[SSE] = float(summary.sse)
+    if not math.isnan(summary.silhouette):
+        metrics[SILHOUETTE] = float(summary.silhouette)
     if sampling_key is not None:
         metrics[SAMPLING_KEY] = int(sampling_key)
     content = RecordDict({RESULT_KEY: ArrayRecord(arrays), METRICS_KEY: MetricRecord(metrics)})
@@ -111,6 +125,7 @@ def decode_reply(content: RecordDict) -> ClientSummary:
     return ClientSummary(
         n=metrics.get(NUM_EXAMPLES),
         sse=metrics.get(SSE, math.nan),
+        silhouette=metrics.get(SILHOUETTE, math.nan),
         **{name: arrays[name].numpy() for name in _ARRAY_NAMES if name in arrays},
     )
 

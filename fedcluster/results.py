@@ -118,6 +118,11 @@ class RunResult:
         Time zone-aware creation time, stored in UTC; defaults to now.
     version : str
         fedcluster version that produced the result.
+    shift, scale : numpy.ndarray or None
+        The federated standardisation the run clustered under (shape
+        ``(d,)``): ``centroids`` are then in standardised units and
+        :attr:`original_centroids` in the data's; both ``None`` for a run on
+        the data as it is.
     """
 
     algorithm: str
@@ -132,6 +137,8 @@ class RunResult:
     history: list[RoundRecord] = field(default_factory=list)
     created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     version: str = fedcluster.__version__
+    shift: np.ndarray | None = None
+    scale: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if not self.algorithm:
@@ -160,6 +167,14 @@ class RunResult:
         self.converged = bool(self.converged)
         self.created = self.created.astimezone(timezone.utc)
         self.settings = _checked_settings(self.settings)
+        self.shift, self.scale = _checked_transform(self.shift, self.scale, centroids.shape[1])
+
+    @property
+    def original_centroids(self) -> np.ndarray:
+        """The centroids in the data's own units (``centroids * scale + shift``)."""
+        if self.shift is None:
+            return self.centroids
+        return self.centroids * self.scale + self.shift
 
     @property
     def n_clusters(self) -> int:
@@ -170,6 +185,23 @@ class RunResult:
     def dimension(self) -> int:
         """Number of features ``d``."""
         return int(self.centroids.shape[1])
+
+
+def _checked_transform(shift: Any, scale: Any, d: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Both ``None``, or two finite float64 vectors of length ``d`` with every scale > 0."""
+    if shift is None and scale is None:
+        return None, None
+    if shift is None or scale is None:
+        raise ValueError("RunResult.shift and RunResult.scale go together: give both or neither")
+    shift, scale = (np.array(v, dtype=np.float64) for v in (shift, scale))
+    for name, value in (("shift", shift), ("scale", scale)):
+        if value.shape != (d,):
+            raise ValueError(f"RunResult.{name} must have shape ({d},), got {value.shape}")
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"RunResult.{name} contains NaN or infinite values")
+    if np.any(scale <= 0):
+        raise ValueError("RunResult.scale must be > 0 in every feature")
+    return shift, scale
 
 
 def _checked_settings(settings: dict[str, Any]) -> dict[str, SettingScalar]:

@@ -41,6 +41,7 @@ def simulate(
     *,
     cpus_per_client: float = 1.0,
     verbose: bool = False,
+    run=None,
 ) -> RunResult:
     """Run ``config`` over ``num_clients`` simulated clients and return the model.
 
@@ -49,7 +50,9 @@ def simulate(
     Unless ``verbose``, only fedcluster's own log lines (rounds, warnings,
     rejected clients) and Flower's errors are shown: Flower's and Ray's
     notices, the strategy's list of settings and the clients' own log lines
-    (whose rejections the server logs anyway) are hidden.
+    (whose rejections the server logs anyway) are hidden. ``run`` replaces
+    what the ServerApp does (see :func:`fedcluster.server.app.build_server_app`);
+    its return value is returned.
 
     Raises
     ------
@@ -72,7 +75,7 @@ def simulate(
     try:
         with _quiet(not verbose):
             run_simulation(
-                server_app=build_server_app({**config.to_flower(), **data}, results.append),
+                server_app=build_server_app({**config.to_flower(), **data}, results.append, run),
                 client_app=build_client_app(data),
                 num_supernodes=num_clients,
                 backend_config=backend,

@@ -412,8 +412,10 @@ def test_a_model_of_the_format_before_the_envelope_gets_a_clear_message(tmp_path
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (lambda m: wrap(m, version=2), r"model file format version 2, which this fedcluster .* "
-                                       r"cannot read \(it reads version 1\): written by a newer"),
+        (lambda m: wrap(m, version=3), r"model file format version 3, which this fedcluster .* "
+                                       r"cannot read \(it reads versions 1 and 2\): written by a newer"),
+        (lambda m: wrap(m, version=2), "damaged model file: format version 2 without a "
+                                       "standardisation"),
         (lambda m: wrap(m, version=0), "damaged model file: no format version"),
         (lambda m: wrap(m, digest=b""), "damaged model file: no checksum"),
         (lambda m: wrap(m, digest=bytes(31)), "damaged model file: a checksum of 31 bytes, not 32"),

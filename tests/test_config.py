@@ -77,11 +77,11 @@ def test_settings_are_the_methods_own_and_leave_out_where_the_data_is():
 
 
 def test_every_method_option_is_a_config_field_declared_once():
-    from fedcluster.config import DATA_OPTIONS
+    from fedcluster.config import DATA_OPTIONS, RUN_OPTIONS
     from fedcluster.methods import COMMON_OPTIONS, METHODS
 
     fields = set(RunConfig().to_flower())
-    used = set(COMMON_OPTIONS) | set(DATA_OPTIONS)
+    used = set(COMMON_OPTIONS) | set(DATA_OPTIONS) | set(RUN_OPTIONS)
     for method in METHODS.values():
         for name, field in method.options.model_fields.items():
             if name == "algorithm":  # each model narrows it to its own names

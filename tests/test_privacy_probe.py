@@ -60,16 +60,27 @@ def settings(name: str, base: dict, start_file: str, out: str) -> dict:
     return config
 
 
+def probe_simulation(server, parts, tmp_path, probe) -> None:
+    """Run ``server`` over one simulated client per part, every reply recorded in ``probe``."""
+    from flwr.simulation import run_simulation
+
+    write_partitions(np.concatenate(parts), np.split(np.arange(sum(map(len, parts))),
+                                                     np.cumsum([len(p) for p in parts])[:-1]),
+                     tmp_path / "parts")
+    run_simulation(server_app=server,
+                   client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")},
+                                               mods=[recorder(probe)]),
+                   num_supernodes=len(parts),
+                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                   "init_args": {"log_to_driver": False}})
+
+
 @pytest.mark.slow
 def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
     set_offline_env()
     from flwr.serverapp import ServerApp
-    from flwr.simulation import run_simulation
 
     X, parts = federation_data()
-    write_partitions(np.concatenate(parts), np.split(np.arange(sum(map(len, parts))),
-                                                     np.cumsum([len(p) for p in parts])[:-1]),
-                     tmp_path / "parts")
     start = tmp_path / "start.npy"
     np.save(start, np.random.default_rng(2).uniform(X.min(0), X.max(0), (15, 2)))
     probe = tmp_path / "probe"
@@ -85,12 +96,7 @@ def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
             result = build_strategy(RunConfig.from_mapping(config)).fit(federation)
             (tmp_path / f"{name}.json").write_text(json.dumps(result.centroids.tolist()))
 
-    run_simulation(server_app=server,
-                   client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")},
-                                               mods=[recorder(probe)]),
-                   num_supernodes=len(parts),
-                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-                                   "init_args": {"log_to_driver": False}})
+    probe_simulation(server, parts, tmp_path, probe)
 
     replies = recorded(probe)
     kinds = {str(r["message_type"]) for r in replies}
@@ -139,3 +145,41 @@ def test_a_k_as_large_as_the_data_fails_instead_of_sending_the_data():
                        "error reply \\(code 400\\): .*"
                        "2500 rows, fewer than min-cluster-size 2 x 5000 clusters = 10000"):
         build_strategy(RunConfig.from_mapping({"k": 5000})).fit(federation)
+
+
+@pytest.mark.slow
+def test_standardisation_and_k_selection_send_no_row_in_a_flower_simulation(tmp_path):
+    """The moments and silhouette replies (README's table) hold no row, nor any later reply."""
+    set_offline_env()
+    from flwr.serverapp import ServerApp
+
+    from fedcluster.numerics.moments import standardize
+    from fedcluster.selection import select_over
+
+    X, parts = federation_data()
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    config = RunConfig.from_mapping({**settings("dwf", {"algorithm": "dwf"}, "", str(tmp_path)),
+                                     "standardize": True})
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context):
+        selection = select_over(FlowerFederation(grid), config, [14, 15])
+        (tmp_path / "transform.json").write_text(json.dumps(
+            [selection.result.shift.tolist(), selection.result.scale.tolist()]))
+
+    probe_simulation(server, parts, tmp_path, probe)
+    replies = recorded(probe)
+    kinds = {str(r["message_type"]) for r in replies}
+    assert {"query.moments", "query.silhouette", "train", "evaluate"} <= kinds, kinds
+    shift, scale = (np.array(v) for v in json.loads((tmp_path / "transform.json").read_text()))
+    Z = standardize(X, shift, scale)
+    assert leaks(replies, X, P) == [] and leaks(replies, Z, P) == []
+    for reply in replies:
+        kind = str(reply["message_type"])
+        arrays = {key for key in reply if key.startswith("result.")}
+        if kind == "query.moments":  # n >= 3 rows' mean and std, nothing else
+            assert arrays == {"result.mean", "result.std"} and reply["metrics.num-examples"] >= 3
+        if kind == "query.silhouette":  # two sums and a count
+            assert arrays == set() and abs(reply["metrics.silhouette"]) <= reply["metrics.num-examples"]

@@ -299,6 +299,13 @@ TABLE: tuple[Entry, ...] = (
     Entry(r"^Docker Compose$", r"(\w+=\S+ )+docker compose -f deploy/supernode\.yml up -d",
           "test_docker.py::test_tls_and_supernode_auth",
           "an edge SuperNode from deploy/supernode.yml with these variables joins over TLS"),
+    # -- Standardisation and choosing k
+    Entry(r"^Standardisation and choosing k$", r"fedcluster simulate .+", SIMULATE_TEST,
+          "as the Simulation section's commands; --standardize: the model holds the transform; "
+          "--k-range: the curve and the chosen k are printed, k-selection.csv has a row per k"),
+    Entry(r"^Standardisation and choosing k$", r"from fedcluster import select_k.*",
+          f"{THIS}::test_select_k_block",
+          "the block runs without Flower and prints the curve, the chosen k and the centres' shape"),
     # -- Python
     Entry(r"^Python$", r"from fedcluster import FederatedKMeans.*", f"{THIS}::test_python_block",
           "the block runs without Flower (no flwr module loaded) and prints the centres' shape; "
@@ -547,7 +554,18 @@ def test_simulate_command(group, tmp_path):
         assert math.isfinite(first) and first > 0, train[0]
     # One log line per round (movement, score, clients), and the summary.
     per_round_lines = re.findall(r"round \d+/\d+: movement .*, score .*, clients \d+/\d+", done.stderr)
-    assert len(per_round_lines) == (0 if algorithm in one_shot_methods() else model.rounds), \
+    if args.k_range:  # one run per k: the curve and the choice, and the chosen run's model
+        from fedcluster.selection import parse_k_range
+
+        ks = parse_k_range(args.k_range)
+        chosen = re.search(r"chosen k = (\d+) \(", done.stdout)
+        assert chosen and int(chosen.group(1)) == model.n_clusters in ks, done.stdout
+        curve = (work / "results" / "k-selection.csv").read_text().splitlines()
+        assert [int(line.split(",")[0]) for line in curve[1:]] == ks
+        per_round_lines = None  # every k's rounds are logged, not only the chosen one's
+    if args.standardize:
+        assert model.shift is not None and "standardised: centroids" in done.stdout
+    assert per_round_lines is None or len(per_round_lines) == (0 if algorithm in one_shot_methods() else model.rounds), \
         done.stderr[-3000:]
     assert "fedcluster model" in done.stdout and "model: results/model.pb" in done.stdout
 
@@ -855,13 +873,25 @@ def test_deployment_section(tmp_path):
 
 # -- the Python block --------------------------------------------------------------------------
 
-def test_python_block(tmp_path):
-    """The README's Python block runs as written, in memory: no Flower module is loaded."""
-    (block,) = [c for c in COMMANDS if c.lang == "python"]
+def run_python_block(section: str, tmp_path: Path) -> str:
+    """Run the README's python block of ``section`` as written, asserting that no Flower module
+    loads (it runs in memory); return its output."""
+    (block,) = [c for c in COMMANDS if c.lang == "python" and c.section == section]
     script = block.script + ("\nimport sys\nassert not [m for m in sys.modules "
                              "if m.split('.')[0] == 'flwr'], 'flwr loaded'\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
                           env=user_env(tmp_path / "home"), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("(15, 2) ")
+    return done.stdout
+
+
+def test_python_block(tmp_path):
+    """The README's Python block runs as written, in memory: no Flower module is loaded."""
+    assert run_python_block("Python", tmp_path).startswith("(15, 2) ")
+
+
+def test_select_k_block(tmp_path):
+    """The README's k-selection block runs as written, in memory: no Flower module is loaded."""
+    out = run_python_block("Standardisation and choosing k", tmp_path)
+    assert "<- chosen (silhouette)" in out and out.rstrip().endswith("(15, 2)")

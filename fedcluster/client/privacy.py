@@ -19,6 +19,7 @@ which only secure aggregation or differential privacy address.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +32,9 @@ from ..messages import ClientSummary, ProtocolError, request_setting
 MIN_CLUSTER_SIZE_KEY = "min-cluster-size"
 #: No request lowers p below this: a centroid of a single row is the row.
 ABSOLUTE_FLOOR = 2
+#: Fewest rows behind a moments reply, whatever p: the mean and standard
+#: deviation of two values give both values (mean -+ std) of every feature.
+MOMENTS_MIN_ROWS = 3
 #: Significant digits kept by :func:`private_bounds`, rounded outward.
 BOUNDS_DIGITS = 2
 
@@ -129,6 +133,8 @@ def check_reply(X, summary: ClientSummary, p: int, given: np.ndarray | None) -> 
         Naming the first violation; the client then sends an error reply.
     """
     check_rows(summary.n, p)
+    if summary.mean is not None or summary.std is not None or not math.isnan(summary.silhouette):
+        _check_over_all_rows(X, summary, p)
     if summary.centroids is None:
         return
     centroids = np.asarray(summary.centroids, dtype=np.float64)
@@ -144,6 +150,19 @@ def check_reply(X, summary: ClientSummary, p: int, given: np.ndarray | None) -> 
     sent = centroids[~returned]
     if len(sent) and (row := _first_row_among(to_numpy(X), sent)) is not None:
         raise PrivacyFloorError(f"a centroid equals local row {row} exactly")
+
+
+def _check_over_all_rows(X, summary: ClientSummary, p: int) -> None:
+    """A moments or silhouette reply must be a statistic of every local row (at least p).
+
+    Its count is the client's row count, not a number the step chose, and a
+    moments reply needs :data:`MOMENTS_MIN_ROWS` rows.
+    """
+    if summary.n != X.shape[0]:
+        raise PrivacyFloorError(f"a reply of sums over the rows declares {summary.n} rows, but the "
+                                f"client holds {X.shape[0]}")
+    if summary.mean is not None or summary.std is not None:
+        check_rows(summary.n, max(p, MOMENTS_MIN_ROWS))
 
 
 def _first_row_among(X: np.ndarray, centroids: np.ndarray) -> int | None:

@@ -19,10 +19,12 @@ from typing import Any
 
 from ..data import DataError
 from ..logs import logger
-from ..messages import BOUNDS, EVALUATE, LOCAL_KMEANS, ClientSummary, ProtocolError, Request, finite_array
+from ..messages import (BOUNDS, EVALUATE, LOCAL_KMEANS, MOMENTS, SILHOUETTE, ClientSummary,
+                        ProtocolError, Request, finite_array)
 from ..methods import METHODS
 from .privacy import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
 from .steps import bounds_request, evaluate_request, local_kmeans_request
+from .summaries import moments_request, silhouette_request, transformed
 
 #: Error code of a reply that reports bad input (request or local data).
 BAD_INPUT = 400
@@ -36,6 +38,8 @@ STEPS: dict[str, Step] = {
     EVALUATE: evaluate_request,
     BOUNDS: bounds_request,
     LOCAL_KMEANS: local_kmeans_request,
+    MOMENTS: moments_request,
+    SILHOUETTE: silhouette_request,
     **{kind: step for method in METHODS.values() for kind, step in method.steps.items()},
 }
 
@@ -60,6 +64,8 @@ def respond(X, request: Request, node_config: Mapping[str, Any]) -> ClientSummar
     if step is None:
         raise ProtocolError(f"unknown request kind {request.kind!r}")
     p = floor_of(request.config, node_config)
+    # Every step, and the privacy check, sees the run's standardised rows.
+    X = transformed(X, request)
     centroids = None
     if request.centroids is not None:
         centroids = finite_array(request.centroids, "request centroids", ndim=2)

@@ -97,5 +97,6 @@ class Exchange(Generic[T]):
 
 
 def _content_key(summary: ClientSummary) -> tuple:
-    arrays = (summary.centroids, summary.counts, summary.weights, summary.radii, summary.low)
+    arrays = (summary.centroids, summary.counts, summary.weights, summary.radii, summary.low,
+              summary.mean, summary.std)
     return (summary.n, *(b"" if a is None else a.tobytes() for a in arrays))

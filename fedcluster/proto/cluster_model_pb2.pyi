@@ -44,7 +44,7 @@ class SettingValue(_message.Message):
     def __init__(self, bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ...) -> None: ...
 
 class ClusterModel(_message.Message):
-    __slots__ = ("fedcluster_version", "algorithm", "created", "n_clusters", "dimension", "centroids", "counts", "score", "rounds", "converged", "best_restart", "settings", "history", "n_points")
+    __slots__ = ("fedcluster_version", "algorithm", "created", "n_clusters", "dimension", "centroids", "counts", "score", "rounds", "converged", "best_restart", "settings", "history", "n_points", "shift", "scale")
     class SettingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,8 @@ class ClusterModel(_message.Message):
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     N_POINTS_FIELD_NUMBER: _ClassVar[int]
+    SHIFT_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FIELD_NUMBER: _ClassVar[int]
     fedcluster_version: str
     algorithm: str
     created: _timestamp_pb2.Timestamp
@@ -80,7 +82,9 @@ class ClusterModel(_message.Message):
     settings: _containers.MessageMap[str, SettingValue]
     history: _containers.RepeatedCompositeFieldContainer[RoundRecord]
     n_points: int
-    def __init__(self, fedcluster_version: _Optional[str] = ..., algorithm: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., n_clusters: _Optional[int] = ..., dimension: _Optional[int] = ..., centroids: _Optional[_Iterable[float]] = ..., counts: _Optional[_Iterable[float]] = ..., score: _Optional[float] = ..., rounds: _Optional[int] = ..., converged: _Optional[bool] = ..., best_restart: _Optional[int] = ..., settings: _Optional[_Mapping[str, SettingValue]] = ..., history: _Optional[_Iterable[_Union[RoundRecord, _Mapping]]] = ..., n_points: _Optional[int] = ...) -> None: ...
+    shift: _containers.RepeatedScalarFieldContainer[float]
+    scale: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, fedcluster_version: _Optional[str] = ..., algorithm: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., n_clusters: _Optional[int] = ..., dimension: _Optional[int] = ..., centroids: _Optional[_Iterable[float]] = ..., counts: _Optional[_Iterable[float]] = ..., score: _Optional[float] = ..., rounds: _Optional[int] = ..., converged: _Optional[bool] = ..., best_restart: _Optional[int] = ..., settings: _Optional[_Mapping[str, SettingValue]] = ..., history: _Optional[_Iterable[_Union[RoundRecord, _Mapping]]] = ..., n_points: _Optional[int] = ..., shift: _Optional[_Iterable[float]] = ..., scale: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ModelFile(_message.Message):
     __slots__ = ("format", "format_version", "sha256", "model")

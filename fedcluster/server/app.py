@@ -13,7 +13,7 @@ from flwr.serverapp import Grid, ServerApp
 from ..config import RunConfig
 from ..federation.flower import FlowerFederation
 from ..logs import log
-from ..methods import build_strategy
+from ..preprocessing import fit_method
 from ..results import RunResult
 from .artifacts import write_run
 
@@ -23,15 +23,18 @@ def run_federation(grid: Grid, config: RunConfig) -> tuple[RunResult, dict[str, 
 
     ``out_dir`` is resolved against the working directory of the process that
     runs the ServerApp (a deployment's SuperExec): give an absolute path there.
+    With ``standardize`` the moments request comes first
+    (:func:`fedcluster.preprocessing.fit_method`).
     """
-    result = build_strategy(config).fit(FlowerFederation(grid))
+    result = fit_method(config, FlowerFederation(grid))
     paths = write_run(result, Path(config.out_dir).resolve())
     log(INFO, "Wrote %s", ", ".join(str(p) for p in paths.values()))
     return result, paths
 
 
 def build_server_app(overrides: Mapping[str, Any] | None = None,
-                     on_result: Callable[[RunResult], None] | None = None) -> ServerApp:
+                     on_result: Callable[[RunResult], None] | None = None,
+                     run: Callable[[Grid, RunConfig], Any] | None = None) -> ServerApp:
     """Create the ServerApp.
 
     Parameters
@@ -42,13 +45,19 @@ def build_server_app(overrides: Mapping[str, Any] | None = None,
     on_result : callable, optional
         Called with the run's result once its files are written (a simulation
         runs the ServerApp in its own process and takes the result from here).
+    run : callable, optional
+        What the ServerApp does with the grid and the config instead of
+        :func:`run_federation` (k selection:
+        :func:`fedcluster.server.choose_k.run_k_selection`); ``on_result``
+        gets what it returns.
     """
     bound = dict(overrides or {})
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        result, _ = run_federation(grid, RunConfig.from_mapping({**context.run_config, **bound}))
+        config = RunConfig.from_mapping({**context.run_config, **bound})
+        result = run(grid, config) if run is not None else run_federation(grid, config)[0]
         if on_result is not None:
             on_result(result)
 

@@ -83,6 +83,9 @@ HISTORY_COLUMNS = (
 MODEL_FORMAT = "fedcluster-model"
 #: The layout of ``model.pb`` this fedcluster writes and reads.
 MODEL_FORMAT_VERSION = 1
+#: The layout of a model with a standardisation (``ClusterModel.shift``, ``scale``): a reader
+#: older than those fields refuses it rather than take its standardised centroids for the data's.
+STANDARDIZED_FORMAT_VERSION = 2
 #: The bytes every model file starts with (field 1 of ``ModelFile``, serialized).
 _HEADER = pb.ModelFile(format=MODEL_FORMAT).SerializeToString()
 _SHA256_SIZE = hashlib.sha256().digest_size
@@ -124,6 +127,9 @@ def to_proto(result: RunResult) -> pb.ClusterModel:
         history=[pb.RoundRecord(**asdict(record)) for record in result.history],
         n_points=result.n_points,
     )
+    if result.shift is not None:
+        msg.shift.extend(result.shift.tolist())
+        msg.scale.extend(result.scale.tolist())
     msg.created.FromDatetime(result.created)
     for key, value in result.settings.items():
         msg.settings[key].CopyFrom(_setting_to_proto(value))
@@ -162,6 +168,12 @@ def from_proto(msg: pb.ClusterModel) -> RunResult:
                             f"(expected k * d = {k * d})")
     if len(msg.counts) != k:
         raise ArtifactError(f"model has {len(msg.counts)} counts for k={k}")
+    transform = {}
+    if len(msg.shift) or len(msg.scale):
+        if len(msg.shift) != d or len(msg.scale) != d:
+            raise ArtifactError(f"model has a standardisation of {len(msg.shift)} shifts and "
+                                f"{len(msg.scale)} scales for d={d}")
+        transform = {"shift": np.array(msg.shift), "scale": np.array(msg.scale)}
     try:
         result = RunResult(
             algorithm=msg.algorithm,
@@ -176,6 +188,7 @@ def from_proto(msg: pb.ClusterModel) -> RunResult:
             history=[_record_from_proto(r) for r in msg.history],
             created=msg.created.ToDatetime(tzinfo=timezone.utc),
             version=msg.fedcluster_version,
+            **transform,
         )
     except ArtifactError:
         raise
@@ -345,7 +358,7 @@ def encode_model(result: RunResult) -> bytes:
     model = to_proto(result).SerializeToString(deterministic=True)
     envelope = pb.ModelFile(
         format=MODEL_FORMAT,
-        format_version=MODEL_FORMAT_VERSION,
+        format_version=MODEL_FORMAT_VERSION if result.shift is None else STANDARDIZED_FORMAT_VERSION,
         sha256=hashlib.sha256(model).digest(),
         model=model,
     )
@@ -389,13 +402,14 @@ def decode_model(data: bytes, *, source: str = "model file") -> RunResult:
         raise ArtifactError(
             f"{damaged}: its {len(data)} bytes do not decode (cut short, or bytes changed)"
         ) from None
-    if envelope.format_version != MODEL_FORMAT_VERSION:
+    if envelope.format_version not in (MODEL_FORMAT_VERSION, STANDARDIZED_FORMAT_VERSION):
         if envelope.format_version == 0:
             raise ArtifactError(f"{damaged}: no format version (cut short?)")
         raise ArtifactError(
             f"{source}: model file format version {envelope.format_version}, which this "
-            f"fedcluster ({fedcluster.__version__}) cannot read (it reads version "
-            f"{MODEL_FORMAT_VERSION}): written by a newer fedcluster, or damaged"
+            f"fedcluster ({fedcluster.__version__}) cannot read (it reads versions "
+            f"{MODEL_FORMAT_VERSION} and {STANDARDIZED_FORMAT_VERSION}): written by a newer "
+            f"fedcluster, or damaged"
         )
     if not envelope.sha256:
         raise ArtifactError(f"{damaged}: no checksum (cut short?)")
@@ -423,9 +437,14 @@ def decode_model(data: bytes, *, source: str = "model file") -> RunResult:
         raise ArtifactError(f"{source}: invalid model: its content does not decode as a "
                             f"ClusterModel, though its checksum matches") from None
     try:
-        return from_proto(msg)
+        result = from_proto(msg)
     except ArtifactError as exc:
         raise ArtifactError(f"{source}: {exc}") from exc
+    if (result.shift is not None) != (envelope.format_version == STANDARDIZED_FORMAT_VERSION):
+        raise ArtifactError(f"{damaged}: format version {envelope.format_version} "
+                            f"{'without' if result.shift is None else 'with'} a standardisation "
+                            f"(version {STANDARDIZED_FORMAT_VERSION} is the one with it)")
+    return result
 
 
 def _not_a_model(data: bytes, source: str) -> str:
@@ -666,6 +685,11 @@ def result_to_dict(result: RunResult, *, with_centroids: bool = True) -> dict[st
     }
     if with_centroids:
         out["centroids"] = [[_json_float(v) for v in row] for row in result.centroids.tolist()]
+    if result.shift is not None:
+        # "centroids" are then in standardised units, "original_centroids" in the data's.
+        out["standardization"] = {"shift": result.shift.tolist(), "scale": result.scale.tolist()}
+        if with_centroids:
+            out["original_centroids"] = result.original_centroids.tolist()
     out["history"] = [
         {
             **asdict(r),
@@ -714,6 +738,10 @@ def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
     ]
     settings = sorted(result.settings.items())
     lines += [f"  {key} = {value!r}" for key, value in settings] or ["  (none)"]
+    if result.shift is not None:
+        lines.append("standardised: centroids and score in units of (x - shift) / scale")
+        lines += [f"  feature {j:>3}  shift {a:.6g}  scale {b:.6g}"
+                  for j, (a, b) in enumerate(zip(result.shift, result.scale))]
 
     total = float(result.counts.sum())
     lines.append("cluster counts")

@@ -1,0 +1,148 @@
+"""Federated standardisation: each feature centred and scaled by moments that reveal no row.
+
+:func:`federated_standardization` sends one moments request to every
+connected client; each answers with its row count and the per-feature mean
+and population standard deviation of its rows
+(:func:`fedcluster.client.summaries.moments_request`). The server combines
+them with Chan et al.'s pairwise formula
+(:func:`fedcluster.numerics.moments.combine_moments`) into the mean and
+standard deviation of the pooled rows. :class:`StandardizedFederation` then
+adds that transform (shift = mean, scale = standard deviation) to every
+request it forwards, and every client answers about ``(X - shift) / scale``
+(:func:`fedcluster.client.summaries.transformed`), so the method, which is
+not changed at all, clusters standardised data. :func:`fit_method` is the one
+path every front end takes (the estimator, the ServerApp, k selection).
+
+This module does not import Flower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from logging import INFO, WARNING
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .federation.base import Answer, Federation
+from .logs import log
+from .messages import MOMENTS, ProtocolError, Request, validate_reply
+from .numerics.moments import Moments, combine_moments
+from .results import RunResult
+
+if TYPE_CHECKING:
+    from .config import RunConfig
+    from .strategies import ClusteringStrategy
+
+WHAT = "standardisation (moments)"
+
+
+@dataclass(frozen=True)
+class Standardization:
+    """The transform ``z = (x - shift) / scale`` and where it came from.
+
+    Attributes
+    ----------
+    shift : ndarray of shape (d,)
+        The pooled per-feature mean.
+    scale : ndarray of shape (d,)
+        The pooled per-feature population standard deviation, 1 for a
+        constant feature (which is then only centred).
+    n : int
+        Rows behind the moments (the clients that answered).
+    constant : tuple of int
+        Features of standard deviation 0.
+    """
+
+    shift: np.ndarray
+    scale: np.ndarray
+    n: int
+    constant: tuple[int, ...] = ()
+
+    @classmethod
+    def from_moments(cls, moments: Moments) -> Standardization:
+        """Shift by the mean, scale by the standard deviation (1 where it is 0)."""
+        constant = tuple(int(j) for j in np.flatnonzero(moments.std == 0))
+        scale = np.where(moments.std > 0, moments.std, 1.0)
+        return cls(np.asarray(moments.mean, dtype=np.float64), scale, moments.n, constant)
+
+
+class StandardizedFederation:
+    """A federation whose requests all carry a standardisation (see :class:`~fedcluster.federation.Federation`)."""
+
+    def __init__(self, federation: Federation, standardization: Standardization) -> None:
+        self.federation = federation
+        self.standardization = standardization
+
+    def node_ids(self) -> list[int]:
+        return self.federation.node_ids()
+
+    def ask(self, request: Request, node_ids: Sequence[int], timeout: float) -> list[Answer]:
+        s = self.standardization
+        return self.federation.ask(dataclasses.replace(request, shift=s.shift, scale=s.scale),
+                                   node_ids, timeout)
+
+
+def federated_standardization(strategy: ClusteringStrategy, federation: Federation
+                              ) -> Standardization:
+    """Ask every connected client for its moments and combine them.
+
+    The request goes through ``strategy``'s exchange, so its replies are
+    matched, checked (:func:`~fedcluster.messages.validate_reply`: a
+    positive whole count, finite means and non-negative standard deviations
+    within the protocol's magnitude bound), logged when rejected and held to
+    the quorum as every other request of the run; the count each client
+    declares here is the one its later replies must declare. The dimension
+    is the one most replies have (the smallest on a tie); a reply of another
+    dimension is rejected by name. Replies are combined in content order, so
+    the transform does not depend on node ids or arrival order.
+
+    Raises
+    ------
+    RunFailed
+        Fewer clients than the quorum answered usably.
+    """
+    nodes = strategy.wait_for_nodes(federation)
+    exchange = strategy.exchange(
+        federation, MOMENTS, nodes, {"device": strategy.device},
+        lambda s: validate_reply(s, expect=("mean", "std")), what=WHAT)
+    dims = [len(s.mean) for s in exchange.accepted.values()]
+    dim = max(sorted(set(dims)), key=dims.count)
+    for node, summary in list(exchange.accepted.items()):
+        try:
+            validate_reply(summary, dim=dim, expect=("mean", "std"))
+        except ProtocolError as exc:
+            del exchange.accepted[node]
+            exchange.rejected[node] = f"malformed reply: {exc}"
+            log(WARNING, "%s: rejected node %d: %s", WHAT, node, exchange.rejected[node])
+    strategy.check_quorum(exchange, WHAT)
+    moments = combine_moments([Moments(s.n, s.mean, s.std) for s in exchange.in_content_order()])
+    result = Standardization.from_moments(moments)
+    if result.constant:
+        log(WARNING, "%s: feature(s) %s are constant over the %d rows; scaled by 1 (only "
+            "centred)", WHAT, list(result.constant), result.n)
+    log(INFO, "%s: %d features of %d rows from %d clients", WHAT, dim, result.n,
+        len(exchange.accepted))
+    return result
+
+
+def fit_method(config: RunConfig, federation: Federation,
+               standardization: Standardization | None = None) -> RunResult:
+    """Run ``config``'s method over ``federation``, standardised first if ``config.standardize``.
+
+    ``standardization`` reuses a transform computed before (k selection asks
+    for the moments once for all its runs). The result records the transform:
+    its ``centroids`` are in standardised units, ``original_centroids`` in
+    the data's.
+    """
+    from .methods import build_strategy
+
+    strategy = build_strategy(config)
+    if standardization is None and config.standardize:
+        standardization = federated_standardization(strategy, federation)
+    if standardization is None:
+        return strategy.fit(federation)
+    result = strategy.fit(StandardizedFederation(federation, standardization))
+    return dataclasses.replace(result, shift=standardization.shift, scale=standardization.scale)
