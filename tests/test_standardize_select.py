@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import altered_replies, ask_client, messages, save_parts
+from helpers import altered_replies, ask_client, messages, save_parts
 from fedcluster import FederatedKMeans, select_k
 from fedcluster.client.app import build_client_app
 from fedcluster.config import ConfigError, RunConfig
@@ -25,7 +25,7 @@ from fedcluster.numerics.moments import Moments, combine_moments, farthest_from_
 from fedcluster.preprocessing import federated_standardization, fit_method
 from fedcluster.selection import choose, KRow, parse_k_range, select_over
 from fedcluster.server.artifacts import decode_model, encode_model, read_model, write_run
-from inprocess import InProcessGrid
+from harness.inprocess import InProcessGrid
 
 
 def blobs(seed: int = 0, clients: int = 5, per_blob: int = 150):
