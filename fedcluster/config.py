@@ -74,4 +74,20 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
         return self.method_options().settings()
 
 
+def flower_defaults() -> str:
+    """The ``[tool.flwr.app.config]`` block of ``pyproject.toml``: every setting's default.
+
+    Flower accepts a ``flwr run -c`` override only for a key the block lists,
+    so the block lists every field; a new setting's line is printed by
+    ``python -c "from fedcluster.config import flower_defaults as f; print(f())"``,
+    and ``tests/test_config.py`` keeps the file equal to it.
+    """
+    lines = ["[tool.flwr.app.config]"]
+    for key, value in RunConfig().to_flower().items():
+        text = (f'"{value}"' if isinstance(value, str) else str(value).lower()
+                if isinstance(value, bool) else repr(value))
+        lines.append(f"{key} = {text}")
+    return "\n".join(lines)
+
+
 __all__ = ["DATA_OPTIONS", "INIT_METHODS", "RUN_OPTIONS", "ConfigError", "RunConfig", "allowed_range"]

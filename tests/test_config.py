@@ -13,8 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_pyproject_run_config_matches_the_model_defaults():
+    from fedcluster.config import flower_defaults
+
     flwr_config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
-    assert flwr_config == RunConfig().to_flower()
+    assert flwr_config == RunConfig().to_flower(), "flower_defaults() prints the block"
+    assert tomllib.loads(flower_defaults())["tool"]["flwr"]["app"]["config"] == flwr_config
     assert RunConfig.from_mapping(flwr_config) == RunConfig()
 
 
