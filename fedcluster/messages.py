@@ -57,6 +57,13 @@ class ClientSummary:
         Per-cluster weights that are not point counts (fuzzy supports).
     radii : ndarray of shape (k,) or None
         Per-centroid radii (FeCA).
+    sums : ndarray of shape (k, d) or None
+        Per-cluster sums of (clipped) rows, the sum form of a Lloyd step
+        (:mod:`fedcluster.privacy`).
+    payload : mapping or None
+        A secure-aggregation stage's values (public keys, encrypted shares,
+        a masked vector; :mod:`fedcluster.privacy.secagg` checks them, not
+        :func:`validate_reply`); such a reply's ``n`` is 0.
     """
 
     n: int
@@ -67,6 +74,8 @@ class ClientSummary:
     high: np.ndarray | None = None
     weights: np.ndarray | None = None
     radii: np.ndarray | None = None
+    sums: np.ndarray | None = None
+    payload: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +189,7 @@ def validate_reply(
         Expected number of clusters and dimension (checked when given).
     expect : tuple of str
         Entries that must be present: any of ``"centroids"``, ``"counts"``,
-        ``"weights"``, ``"radii"``, ``"sse"``, ``"bounds"``.
+        ``"weights"``, ``"radii"``, ``"sums"``, ``"sse"``, ``"bounds"``.
     all_counted : bool
         The counts must add up to exactly the number of points (every point
         is in one cluster, as in the score request); otherwise they may add
@@ -230,6 +239,10 @@ def validate_reply(
     for name in ("low", "high"):
         if name in values:
             check_shape(values[name], (dim,), name)
+    if "sums" in values:
+        check_shape(values["sums"], (k if k is not None else values["sums"].shape[0], dim), "sums")
+        if counts is not None and values["sums"].shape[0] != counts.shape[0]:
+            raise ProtocolError("'sums' and 'counts' disagree on the number of clusters")
     if "low" in values and "high" in values and np.any(values["low"] > values["high"]):
         raise ProtocolError("'low' exceeds 'high' in some feature")
     sse = summary.sse
@@ -241,4 +254,4 @@ def validate_reply(
 
 
 #: The array fields of a :class:`ClientSummary`.
-_ARRAYS = ("centroids", "counts", "low", "high", "weights", "radii")
+_ARRAYS = ("centroids", "counts", "low", "high", "weights", "radii", "sums")

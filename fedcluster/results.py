@@ -63,6 +63,9 @@ class RoundRecord:
         Node ids of the clients whose answers were used.
     phase : {"init", "train"}
         Building the initial centroids, or updating them.
+    epsilon : float
+        Differential privacy: the epsilon spent by the run's rounds so far (at
+        the run's ``dp-delta``); NaN without DP.
     """
 
     restart: int
@@ -74,6 +77,7 @@ class RoundRecord:
     clients_rejected: int
     participants: tuple[int, ...] = ()
     phase: str = "train"
+    epsilon: float = float("nan")
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -83,6 +87,7 @@ class RoundRecord:
             setattr(self, name, _non_negative_int(f"RoundRecord.{name}", getattr(self, name)))
         self.movement = float(self.movement)
         self.score = float(self.score)
+        self.epsilon = float(self.epsilon)
         self.participants = tuple(int(p) for p in self.participants)
         if any(p < 0 for p in self.participants):
             raise ValueError("RoundRecord.participants must be non-negative node ids")
@@ -118,6 +123,9 @@ class RunResult:
         Time zone-aware creation time, stored in UTC; defaults to now.
     version : str
         fedcluster version that produced the result.
+    stop_reason : str
+        Why the run stopped before converging or reaching its round limit
+        (a spent privacy budget); empty otherwise.
     """
 
     algorithm: str
@@ -132,6 +140,7 @@ class RunResult:
     history: list[RoundRecord] = field(default_factory=list)
     created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     version: str = fedcluster.__version__
+    stop_reason: str = ""
 
     def __post_init__(self) -> None:
         if not self.algorithm:
