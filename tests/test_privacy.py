@@ -328,3 +328,22 @@ def test_methods_that_need_each_clients_centroids_refuse_the_options(algorithm):
 def test_invalid_privacy_settings_are_refused_with_the_reason(settings, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig.from_mapping({"init": "random", "data-bounds": BOUNDS, **settings})
+
+
+def test_central_dp_lloyd_is_at_least_as_good_as_diffprivlib_at_epsilon_1():
+    """The reference: diffprivlib's KMeans (central DP) at the same epsilon and bounds (S1, 3 seeds)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "privacy.py"
+    spec = importlib.util.spec_from_file_location("privacy_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    X, parts = s1_parts(clients=10)
+    ours = np.mean([bench.score(X, bench.fedcluster_run(parts, K, BOUNDS, 1.0, s, 5, "central"))
+                    for s in range(3)])
+    KMeans = bench._diffprivlib_kmeans()
+    theirs = np.mean([bench.score(X, KMeans(n_clusters=K, epsilon=1.0, bounds=(0.0, 1e6),
+                                            random_state=s).fit(X).cluster_centers_)
+                      for s in range(3)])
+    assert ours <= 1.1 * theirs, (ours, theirs)
