@@ -166,9 +166,21 @@ def _config_option(group, key: str) -> None:
                "help": f"{field.description} (default: {field.default})"}
     if get_origin(field.annotation) is Literal:
         options["choices"] = get_args(field.annotation)
+    elif field.annotation is bool:
+        options["type"] = _boolean
+        options["metavar"] = "{true,false}"
     else:
         options["type"] = field.annotation
     group.add_argument(flag, **options)
+
+
+def _boolean(text: str) -> bool:
+    """``true`` or ``false`` (a plain ``bool`` would take any text for True)."""
+    if text.lower() in ("true", "1", "yes", "on"):
+        return True
+    if text.lower() in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:

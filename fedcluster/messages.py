@@ -65,6 +65,13 @@ class ClientSummary:
         (moments request).
     silhouette : float
         Sum over all local rows of the simplified silhouette (NaN if not asked).
+    sums : ndarray of shape (k, d) or None
+        Per-cluster sums of (clipped) rows, the sum form of a Lloyd step
+        (:mod:`fedcluster.privacy`).
+    payload : mapping or None
+        A secure-aggregation stage's values (public keys, encrypted shares,
+        a masked vector; :mod:`fedcluster.privacy.secagg` checks them, not
+        :func:`validate_reply`); such a reply's ``n`` is 0.
     """
 
     n: int
@@ -78,6 +85,8 @@ class ClientSummary:
     mean: np.ndarray | None = None
     std: np.ndarray | None = None
     silhouette: float = math.nan
+    sums: np.ndarray | None = None
+    payload: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -196,8 +205,8 @@ def validate_reply(
         Expected number of clusters and dimension (checked when given).
     expect : tuple of str
         Entries that must be present: any of ``"centroids"``, ``"counts"``,
-        ``"weights"``, ``"radii"``, ``"sse"``, ``"bounds"``, ``"mean"``,
-        ``"std"``, ``"silhouette"``.
+        ``"weights"``, ``"radii"``, ``"sums"``, ``"sse"``, ``"bounds"``,
+        ``"mean"``, ``"std"``, ``"silhouette"``.
     all_counted : bool
         The counts must add up to exactly the number of points (every point
         is in one cluster, as in the score request); otherwise they may add
@@ -252,6 +261,10 @@ def validate_reply(
     for name in ("low", "high"):
         if name in values:
             check_shape(values[name], (dim,), name)
+    if "sums" in values:
+        check_shape(values["sums"], (k if k is not None else values["sums"].shape[0], dim), "sums")
+        if counts is not None and values["sums"].shape[0] != counts.shape[0]:
+            raise ProtocolError("'sums' and 'counts' disagree on the number of clusters")
     if "low" in values and "high" in values and np.any(values["low"] > values["high"]):
         raise ProtocolError("'low' exceeds 'high' in some feature")
     sse = summary.sse
@@ -270,4 +283,4 @@ def validate_reply(
 
 
 #: The array fields of a :class:`ClientSummary`.
-_ARRAYS = ("centroids", "counts", "low", "high", "weights", "radii", "mean", "std")
+_ARRAYS = ("centroids", "counts", "low", "high", "weights", "radii", "mean", "std", "sums")

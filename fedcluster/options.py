@@ -26,6 +26,9 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .privacy.options import (DP, DataBounds, DPClip, DPDelta, DPEpsilon, DPNoiseMultiplier,
+                              SecAggFractionBits, SecAggThreshold, SecureAggregation, check_privacy)
+
 #: The named starts of the round-based methods (besides an array file).
 INIT_METHODS = ("local-kmeans", "kfed", "random")
 #: Other names of ``min-cluster-size`` (FKM's paper calls p the privacy threshold).
@@ -106,6 +109,22 @@ class Options(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="where clients compute: CuPy on a GPU (cuda), NumPy (cpu), or "
         "CUDA when CuPy sees a GPU (auto)")
+    # Privacy (fedcluster/privacy/): declared there, checked by check_privacy below.
+    dp: DP
+    dp_epsilon: DPEpsilon
+    dp_delta: DPDelta
+    dp_noise_multiplier: DPNoiseMultiplier
+    dp_clip: DPClip
+    data_bounds: DataBounds
+    secure_aggregation: SecureAggregation
+    secagg_threshold: SecAggThreshold
+    secagg_fraction_bits: SecAggFractionBits
+
+    @model_validator(mode="after")
+    def _privacy_possible(self):
+        """DP and secure aggregation only where the method and its start can honour them."""
+        check_privacy(self)
+        return self
 
     @model_validator(mode="before")
     @classmethod

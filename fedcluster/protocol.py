@@ -31,10 +31,12 @@ SSE = "sse"
 #: Metric of a reply: the client's stable position for sampling (see :func:`make_reply`).
 SAMPLING_KEY = "sampling-key"
 #: The arrays a reply may carry (the array fields of ClientSummary).
-_ARRAY_NAMES = ("centroids", "counts", "low", "high", "weights", "radii", "mean", "std")
+_ARRAY_NAMES = ("centroids", "counts", "low", "high", "weights", "radii", "mean", "std", "sums")
 #: Request record of the run's standardisation (arrays "shift" and "scale").
 TRANSFORM_KEY = "transform"
 SILHOUETTE = "silhouette"
+#: The ConfigRecord of a secure-aggregation stage's reply (ClientSummary.payload).
+PAYLOAD_KEY = "payload"
 
 
 def make_request(request: Request, dst_node_id: int) -> Message:
@@ -96,6 +98,8 @@ def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = 
     if sampling_key is not None:
         metrics[SAMPLING_KEY] = int(sampling_key)
     content = RecordDict({RESULT_KEY: ArrayRecord(arrays), METRICS_KEY: MetricRecord(metrics)})
+    if summary.payload is not None:
+        content[PAYLOAD_KEY] = ConfigRecord(dict(summary.payload))
     return Message(content=content, reply_to=msg)
 
 
@@ -122,10 +126,12 @@ def decode_reply(content: RecordDict) -> ClientSummary:
         raise ProtocolError(f"reply lacks '{RESULT_KEY}' arrays or '{METRICS_KEY}' metrics")
     arrays = content.array_records[RESULT_KEY]
     metrics = content.metric_records[METRICS_KEY]
+    payload = content.config_records.get(PAYLOAD_KEY)
     return ClientSummary(
         n=metrics.get(NUM_EXAMPLES),
         sse=metrics.get(SSE, math.nan),
         silhouette=metrics.get(SILHOUETTE, math.nan),
+        payload=None if payload is None else dict(payload),
         **{name: arrays[name].numpy() for name in _ARRAY_NAMES if name in arrays},
     )
 

@@ -63,6 +63,9 @@ class RoundRecord:
         Node ids of the clients whose answers were used.
     phase : {"init", "train"}
         Building the initial centroids, or updating them.
+    epsilon : float
+        Differential privacy: the epsilon spent by the run's rounds so far (at
+        the run's ``dp-delta``); NaN without DP.
     """
 
     restart: int
@@ -74,6 +77,7 @@ class RoundRecord:
     clients_rejected: int
     participants: tuple[int, ...] = ()
     phase: str = "train"
+    epsilon: float = float("nan")
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -83,6 +87,7 @@ class RoundRecord:
             setattr(self, name, _non_negative_int(f"RoundRecord.{name}", getattr(self, name)))
         self.movement = float(self.movement)
         self.score = float(self.score)
+        self.epsilon = float(self.epsilon)
         self.participants = tuple(int(p) for p in self.participants)
         if any(p < 0 for p in self.participants):
             raise ValueError("RoundRecord.participants must be non-negative node ids")
@@ -123,6 +128,9 @@ class RunResult:
         ``(d,)``): ``centroids`` are then in standardised units and
         :attr:`original_centroids` in the data's; both ``None`` for a run on
         the data as it is.
+    stop_reason : str
+        Why the run stopped before converging or reaching its round limit
+        (a spent privacy budget); empty otherwise.
     """
 
     algorithm: str
@@ -139,6 +147,7 @@ class RunResult:
     version: str = fedcluster.__version__
     shift: np.ndarray | None = None
     scale: np.ndarray | None = None
+    stop_reason: str = ""
 
     def __post_init__(self) -> None:
         if not self.algorithm:

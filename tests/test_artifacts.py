@@ -248,6 +248,7 @@ def test_history_csv_columns_and_values(tmp_path):
         "clients_answered",
         "clients_rejected",
         "participants",
+        "epsilon",
     )
     assert rows[0]["phase"] == "init" and rows[0]["participants"] == "1;2;3"
     assert math.isnan(float(rows[0]["score"]))

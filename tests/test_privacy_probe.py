@@ -5,7 +5,9 @@ Flower simulation (Ray, Flower's node ids) and keeps every reply of every
 client; the checks then look for data rows and for centroids of fewer than p
 rows in them. The same probe over the in-process executor with the privacy
 floor switched off finds the leaks of the code before the floor, so the probe
-can fail.
+can fail. With secure aggregation on, a probe on the server's side (every
+answer the ServerApp receives) finds only protocol payloads, never a sum, a
+count or a row number of one client.
 """
 
 from __future__ import annotations
@@ -34,7 +36,32 @@ RUNS = [
     ("dwf-file", {"algorithm": "dwf", "init": "START"}),
     *[(name, {"algorithm": name}) for name in METHODS if name != "dwf"],
     ("fedkmeans-random", {"algorithm": "fedkmeans", "init": "random"}),
+    # Privacy options (fedcluster/privacy/): the data below lies in [0, 1000]^2.
+    ("dwf-secure-aggregation", {"algorithm": "dwf", "init": "random", "data-bounds": "0:1000",
+                                "secure-aggregation": True}),
+    ("dwf-distributed-dp", {"algorithm": "dwf", "init": "random", "data-bounds": "0:1000",
+                            "secure-aggregation": True, "dp": "distributed", "dp-epsilon": 5.0}),
+    ("fedkmeans-central-dp", {"algorithm": "fedkmeans", "init": "random", "data-bounds": "0:1000",
+                              "dp": "central", "dp-epsilon": 5.0}),
 ]
+#: Runs whose server must see nothing but protocol payloads (secure aggregation).
+SECURE = {"dwf-secure-aggregation", "dwf-distributed-dp"}
+
+
+class ServerView:
+    """The server's side of the probe: every answer the strategy receives."""
+
+    def __init__(self, federation) -> None:
+        self.federation = federation
+        self.answers: list = []
+
+    def node_ids(self):
+        return self.federation.node_ids()
+
+    def ask(self, request, node_ids, timeout):
+        answers = self.federation.ask(request, node_ids, timeout)
+        self.answers.extend(answers)
+        return answers
 
 
 def federation_data():
@@ -88,12 +115,15 @@ def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
     configs = {name: settings(name, base, str(start), str(tmp_path / name)) for name, base in RUNS}
 
     server = ServerApp()
+    seen_by_server: dict[str, list] = {}
 
     @server.main()
     def main(grid, context):
         federation = FlowerFederation(grid)
         for name, config in configs.items():
-            result = build_strategy(RunConfig.from_mapping(config)).fit(federation)
+            view = ServerView(federation)
+            result = build_strategy(RunConfig.from_mapping(config)).fit(view)
+            seen_by_server[name] = view.answers
             (tmp_path / f"{name}.json").write_text(json.dumps(result.centroids.tolist()))
 
     probe_simulation(server, parts, tmp_path, probe)
@@ -101,7 +131,14 @@ def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
     replies = recorded(probe)
     kinds = {str(r["message_type"]) for r in replies}
     assert {"train", "evaluate", "query.bounds", "query.local_kmeans", "query.garst_init",
-            "train.garst", "train.fuzzy", "query.feca", "train.minibatch"} <= kinds
+            "train.garst", "train.fuzzy", "query.feca", "train.minibatch", "train.sums",
+            "query.dimension", "query.secagg_setup", "query.secagg_share", "query.secagg_masked",
+            "query.secagg_unmask"} <= kinds
+    for name in SECURE:  # the server received keys, shares and masked words, no statistic
+        answers = [a for a in seen_by_server[name] if a.summary is not None]
+        assert answers and all(a.summary.n == 0 and a.summary.payload is not None
+                               and a.summary.sums is None and a.summary.counts is None
+                               for a in answers), name
     assert leaks(replies, X, P) == []
     assert extreme_values(replies, parts) == []
     assert any("result.centroids" in r and len(r["result.centroids"]) for r in replies)

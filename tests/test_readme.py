@@ -257,6 +257,12 @@ TABLE: tuple[Entry, ...] = (
     Entry(r"^Simulation$", r"fedcluster inspect results/model\.pb", SIMULATE_TEST,
           "run after each simulate command of its block: prints the model written (algorithm, "
           "rounds); its `--json` form (the comment) gives model.pb's centroids"),
+    # -- Privacy
+    Entry(r"^Privacy", r'pip install "\.\[dp\]"', f"{THIS}::test_install_commands_name_this_project",
+          "not run; the `dp` extra exists and the `test` extra (CI) holds all of it"),
+    Entry(r"^Privacy", r"fedcluster simulate .+", SIMULATE_TEST,
+          "a Ray simulation with secure aggregation, central DP or distributed DP: exit 0, every "
+          "round answered by all clients it asked, centroids moved, model.pb and history.csv"),
     # -- Benchmarks
     Entry(r"^Benchmarks", r'pip install "\.\[bench\]"', f"{THIS}::test_install_commands_name_this_project",
           "not run; the `bench` extra exists and the `test` extra (CI) holds all of it"),

@@ -13,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from flwr.app import Context, Error, Message
+from flwr.app import ConfigRecord, Context, Error, Message
 from flwr.clientapp import ClientApp
 
 from ..protocol import make_reply, read_request
 from .data import PARTITION_ID_KEY, local_data
-from .respond import STEPS, failure, respond
+from ..privacy.kinds import DIMENSION
+from .respond import SECAGG_STAGES, STEPS, failure, respond
+
+#: The node state's record that keeps a client's secure-aggregation state between stages.
+SESSION_KEY = "fedcluster-session"
 
 
 def _sampling_key(node_config: Mapping[str, Any]) -> int | None:
@@ -49,14 +53,17 @@ def build_client_app(defaults: Mapping[str, Any] | None = None,
             request = read_request(msg)
             device = str(request.config.get("device", "auto"))
             X = local_data(context.node_config, {**bound, **context.run_config}, device)
-            summary = respond(X, request, context.node_config)
+            session = dict(context.state.config_records.get(SESSION_KEY, {}))
+            summary = respond(X, request, context.node_config, session, msg.metadata.dst_node_id)
+            if session:
+                context.state.config_records[SESSION_KEY] = ConfigRecord(session)
             return make_reply(msg, summary, sampling_key=_sampling_key(context.node_config))
         except Exception as exc:  # noqa: BLE001 - the server must hear of every failure
             code, reason = failure(msg.metadata.message_type, exc)
             return Message(Error(code=code, reason=reason), reply_to=msg)
 
     registrars = {"train": app.train, "evaluate": app.evaluate, "query": app.query}
-    for kind in STEPS:
+    for kind in (*STEPS, *SECAGG_STAGES, DIMENSION):
         category, _, action = kind.partition(".")
         register = registrars[category]
         (register(action) if action else register())(handler)

@@ -14,7 +14,7 @@ the error code and reason both report.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from ..data import DataError
@@ -22,6 +22,9 @@ from ..logs import logger
 from ..messages import (BOUNDS, EVALUATE, LOCAL_KMEANS, MOMENTS, SILHOUETTE, ClientSummary,
                         ProtocolError, Request, finite_array)
 from ..methods import METHODS
+from ..privacy.client import dimension_request, secure_stage, sums_request
+from ..privacy.kinds import DIMENSION, SUMS
+from ..privacy.secagg import STAGES as SECAGG_STAGES
 from .privacy import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
 from .steps import bounds_request, evaluate_request, local_kmeans_request
 from .summaries import moments_request, silhouette_request, transformed
@@ -40,17 +43,22 @@ STEPS: dict[str, Step] = {
     LOCAL_KMEANS: local_kmeans_request,
     MOMENTS: moments_request,
     SILHOUETTE: silhouette_request,
+    SUMS: sums_request,
     **{kind: step for method in METHODS.values() for kind, step in method.steps.items()},
 }
 
 _log = logger
 
 
-def respond(X, request: Request, node_config: Mapping[str, Any]) -> ClientSummary:
+def respond(X, request: Request, node_config: Mapping[str, Any],
+            session: MutableMapping[str, Any] | None = None, node: int = 0) -> ClientSummary:
     """The reply to ``request`` from the rows ``X`` (NumPy or CuPy, already checked).
 
     ``node_config`` may raise the privacy floor for this client
-    (``min-cluster-size``).
+    (``min-cluster-size``). A secure-aggregation stage
+    (:data:`~fedcluster.privacy.secagg.STAGES`) needs the client's
+    ``session`` (its state between stages) and its ``node`` id; its masked
+    stage answers the request it wraps with this function.
 
     Raises
     ------
@@ -60,6 +68,14 @@ def respond(X, request: Request, node_config: Mapping[str, Any]) -> ClientSummar
     DataError
         The rows do not fit the request (another dimension, too few rows).
     """
+    if request.kind in SECAGG_STAGES:
+        if session is None:
+            raise ProtocolError("this client keeps no session: it cannot take part in secure "
+                                "aggregation")
+        return secure_stage(request, session, node,
+                            lambda inner: respond(X, inner, node_config))
+    if request.kind == DIMENSION:
+        return dimension_request(X)
     step = STEPS.get(request.kind)
     if step is None:
         raise ProtocolError(f"unknown request kind {request.kind!r}")

@@ -15,7 +15,7 @@ over both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -58,8 +58,10 @@ class Federation(Protocol):
     def node_ids(self) -> list[int]:
         """The ids of the clients connected now."""
 
-    def ask(self, request: Request, node_ids: Sequence[int], timeout: float) -> list[Answer]:
-        """Send ``request`` to ``node_ids``; return the answers that came within ``timeout`` s."""
+    def ask(self, request: Request | Mapping[int, Request], node_ids: Sequence[int],
+            timeout: float) -> list[Answer]:
+        """Send ``request`` (or each node its own, from a mapping) to ``node_ids``; return the
+        answers that came within ``timeout`` s."""
 
 
 @dataclass

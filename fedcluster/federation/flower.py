@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from logging import WARNING
 
 import numpy as np
@@ -43,9 +43,11 @@ class FlowerFederation:
         """The connected node ids, sorted."""
         return sorted(self.grid.get_node_ids())
 
-    def ask(self, request: Request, node_ids: Sequence[int], timeout: float) -> list[Answer]:
-        """Push one message per node, pull the replies, decode each."""
-        messages = [make_request(request, node) for node in node_ids]
+    def ask(self, request: Request | Mapping[int, Request], node_ids: Sequence[int],
+            timeout: float) -> list[Answer]:
+        """Push one message per node (a mapping gives each node its own), pull the replies, decode each."""
+        messages = [make_request(request[node] if isinstance(request, Mapping) else request, node)
+                    for node in node_ids]
         replies = self.grid.send_and_receive(messages, timeout=timeout)
         # Pushing gave each message its id.
         by_message = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}

@@ -55,24 +55,33 @@ class InMemoryFederation:
             raise ValueError(f"{len(self.node_configs)} node configs for {len(self.parts)} clients")
         self.responders = dict(responders or {})
         self.unreachable: set[int] = set()
+        #: Each client's state between the stages of secure aggregation (a ClientApp's
+        #: ``context.state``).
+        self.sessions: dict[int, dict[str, Any]] = {i: {} for i in range(len(self.parts))}
         self._on_device: dict[tuple[int, str], Any] = {}
 
     def node_ids(self) -> list[int]:
         """Every client's id, reachable or not (as a SuperLink would still list it)."""
         return list(range(len(self.parts)))
 
-    def ask(self, request: Request, node_ids: Sequence[int], timeout: float) -> list[Answer]:
+    def ask(self, request: Request | Mapping[int, Request], node_ids: Sequence[int],
+            timeout: float) -> list[Answer]:
         """Each reachable client's answer, computed now (``timeout`` does not apply)."""
-        device = str(request.config.get("device", "auto"))
         answers = []
         for node in node_ids:
             if node in self.unreachable:
                 continue
-            answer = self.responders.get(node, respond)
+            own = request[node] if isinstance(request, Mapping) else request
+            device = str(own.config.get("device", "auto"))
             try:
-                summary = answer(self._rows(node, device), request, self.node_configs[node])
+                if node in self.responders:
+                    summary = self.responders[node](self._rows(node, device), own,
+                                                    self.node_configs[node])
+                else:
+                    summary = respond(self._rows(node, device), own, self.node_configs[node],
+                                      self.sessions[node], node)
             except Exception as exc:  # noqa: BLE001 - the server must hear of every failure
-                code, reason = failure(request.kind, exc)
+                code, reason = failure(own.kind, exc)
                 answers.append(Answer(node, error=f"error reply (code {code}): {reason}"))
                 continue
             answers.append(Answer(node, summary=summary, sampling_key=node))

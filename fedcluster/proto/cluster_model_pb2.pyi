@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RoundRecord(_message.Message):
-    __slots__ = ("restart", "round", "movement", "score", "clients_sampled", "clients_answered", "clients_rejected", "participants", "phase")
+    __slots__ = ("restart", "round", "movement", "score", "clients_sampled", "clients_answered", "clients_rejected", "participants", "phase", "epsilon")
     RESTART_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     MOVEMENT_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class RoundRecord(_message.Message):
     CLIENTS_REJECTED_FIELD_NUMBER: _ClassVar[int]
     PARTICIPANTS_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
     restart: int
     round: int
     movement: float
@@ -29,7 +30,8 @@ class RoundRecord(_message.Message):
     clients_rejected: int
     participants: _containers.RepeatedScalarFieldContainer[int]
     phase: str
-    def __init__(self, restart: _Optional[int] = ..., round: _Optional[int] = ..., movement: _Optional[float] = ..., score: _Optional[float] = ..., clients_sampled: _Optional[int] = ..., clients_answered: _Optional[int] = ..., clients_rejected: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., phase: _Optional[str] = ...) -> None: ...
+    epsilon: float
+    def __init__(self, restart: _Optional[int] = ..., round: _Optional[int] = ..., movement: _Optional[float] = ..., score: _Optional[float] = ..., clients_sampled: _Optional[int] = ..., clients_answered: _Optional[int] = ..., clients_rejected: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., phase: _Optional[str] = ..., epsilon: _Optional[float] = ...) -> None: ...
 
 class SettingValue(_message.Message):
     __slots__ = ("bool_value", "int_value", "double_value", "string_value")
@@ -44,7 +46,7 @@ class SettingValue(_message.Message):
     def __init__(self, bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ...) -> None: ...
 
 class ClusterModel(_message.Message):
-    __slots__ = ("fedcluster_version", "algorithm", "created", "n_clusters", "dimension", "centroids", "counts", "score", "rounds", "converged", "best_restart", "settings", "history", "n_points", "shift", "scale")
+    __slots__ = ("fedcluster_version", "algorithm", "created", "n_clusters", "dimension", "centroids", "counts", "score", "rounds", "converged", "best_restart", "settings", "history", "n_points", "shift", "scale", "stop_reason")
     class SettingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +70,7 @@ class ClusterModel(_message.Message):
     N_POINTS_FIELD_NUMBER: _ClassVar[int]
     SHIFT_FIELD_NUMBER: _ClassVar[int]
     SCALE_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     fedcluster_version: str
     algorithm: str
     created: _timestamp_pb2.Timestamp
@@ -84,7 +87,8 @@ class ClusterModel(_message.Message):
     n_points: int
     shift: _containers.RepeatedScalarFieldContainer[float]
     scale: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, fedcluster_version: _Optional[str] = ..., algorithm: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., n_clusters: _Optional[int] = ..., dimension: _Optional[int] = ..., centroids: _Optional[_Iterable[float]] = ..., counts: _Optional[_Iterable[float]] = ..., score: _Optional[float] = ..., rounds: _Optional[int] = ..., converged: _Optional[bool] = ..., best_restart: _Optional[int] = ..., settings: _Optional[_Mapping[str, SettingValue]] = ..., history: _Optional[_Iterable[_Union[RoundRecord, _Mapping]]] = ..., n_points: _Optional[int] = ..., shift: _Optional[_Iterable[float]] = ..., scale: _Optional[_Iterable[float]] = ...) -> None: ...
+    stop_reason: str
+    def __init__(self, fedcluster_version: _Optional[str] = ..., algorithm: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., n_clusters: _Optional[int] = ..., dimension: _Optional[int] = ..., centroids: _Optional[_Iterable[float]] = ..., counts: _Optional[_Iterable[float]] = ..., score: _Optional[float] = ..., rounds: _Optional[int] = ..., converged: _Optional[bool] = ..., best_restart: _Optional[int] = ..., settings: _Optional[_Mapping[str, SettingValue]] = ..., history: _Optional[_Iterable[_Union[RoundRecord, _Mapping]]] = ..., n_points: _Optional[int] = ..., shift: _Optional[_Iterable[float]] = ..., scale: _Optional[_Iterable[float]] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
 class ModelFile(_message.Message):
     __slots__ = ("format", "format_version", "sha256", "model")

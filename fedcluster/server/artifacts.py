@@ -77,6 +77,7 @@ HISTORY_COLUMNS = (
     "clients_answered",
     "clients_rejected",
     "participants",
+    "epsilon",
 )
 
 #: The first field of every model file: tells a fedcluster model from other data.
@@ -124,8 +125,9 @@ def to_proto(result: RunResult) -> pb.ClusterModel:
         rounds=result.rounds,
         converged=result.converged,
         best_restart=result.best_restart,
-        history=[pb.RoundRecord(**asdict(record)) for record in result.history],
+        history=[pb.RoundRecord(**_record_fields(record)) for record in result.history],
         n_points=result.n_points,
+        stop_reason=result.stop_reason,
     )
     if result.shift is not None:
         msg.shift.extend(result.shift.tolist())
@@ -188,6 +190,7 @@ def from_proto(msg: pb.ClusterModel) -> RunResult:
             history=[_record_from_proto(r) for r in msg.history],
             created=msg.created.ToDatetime(tzinfo=timezone.utc),
             version=msg.fedcluster_version,
+            stop_reason=msg.stop_reason,
             **transform,
         )
     except ArtifactError:
@@ -287,7 +290,7 @@ def _check_history(result: RunResult) -> None:
         previous = r.restart
         if _int_setting(n_init) and r.restart >= n_init:
             raise ArtifactError(f"{row}: restart index beyond n-init = {n_init}")
-        for name in ("movement", "score"):
+        for name in ("movement", "score", "epsilon"):
             if not _unknown_or_non_negative(getattr(r, name)):
                 raise ArtifactError(f"{row}: {name} {getattr(r, name)!r} must be >= 0 (or NaN)")
         if r.clients_answered + r.clients_rejected > r.clients_sampled:
@@ -318,6 +321,14 @@ def _setting_from_proto(key: str, value: pb.SettingValue) -> SettingScalar:
     return result
 
 
+def _record_fields(record: RoundRecord) -> dict[str, Any]:
+    """A history row's proto fields; ``epsilon`` only where DP counted it."""
+    fields = asdict(record)
+    if math.isnan(fields["epsilon"]):
+        del fields["epsilon"]
+    return fields
+
+
 def _record_from_proto(msg: pb.RoundRecord) -> RoundRecord:
     return RoundRecord(
         restart=msg.restart,
@@ -329,6 +340,7 @@ def _record_from_proto(msg: pb.RoundRecord) -> RoundRecord:
         clients_rejected=msg.clients_rejected,
         participants=tuple(msg.participants),
         phase=msg.phase,
+        epsilon=msg.epsilon if msg.HasField("epsilon") else math.nan,
     )
 
 
@@ -539,6 +551,7 @@ def write_history_csv(history: list[RoundRecord], path: PathLike) -> Path:
                     r.clients_answered,
                     r.clients_rejected,
                     ";".join(str(p) for p in r.participants),
+                    repr(r.epsilon),
                 ]
             )
     return path
@@ -682,6 +695,7 @@ def result_to_dict(result: RunResult, *, with_centroids: bool = True) -> dict[st
             for key, value in result.settings.items()
         },
         "counts": [_json_float(c) for c in result.counts.tolist()],
+        "stop_reason": result.stop_reason,
     }
     if with_centroids:
         out["centroids"] = [[_json_float(v) for v in row] for row in result.centroids.tolist()]
@@ -695,6 +709,7 @@ def result_to_dict(result: RunResult, *, with_centroids: bool = True) -> dict[st
             **asdict(r),
             "movement": _json_float(r.movement),
             "score": _json_float(r.score),
+            "epsilon": _json_float(r.epsilon),
             "participants": list(r.participants),
         }
         for r in result.history
@@ -734,6 +749,7 @@ def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
         f"  converged      {'yes' if result.converged else 'no'}",
         f"  best restart   {result.best_restart}",
         f"  score          {result.score:.6g}  ({SCORE_MEANING[result.settings.get('score', 'exact')]})",
+        *([f"  stopped        {result.stop_reason}"] if result.stop_reason else []),
         "settings",
     ]
     settings = sorted(result.settings.items())

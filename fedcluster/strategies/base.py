@@ -283,7 +283,7 @@ class ClusteringStrategy:
             raise RunFailed("no restart could be scored: no client answered the score requests")
         best.history = history
         log(INFO, "kept restart %d: score %.6g after %d rounds (%s)", best.best_restart, best.score,
-            best.rounds, "converged" if best.converged else "round limit reached")
+            best.rounds, "converged" if best.converged else best.stop_reason or "round limit reached")
         return best
 
     # -- the final score -------------------------------------------------------
@@ -295,6 +295,9 @@ class ClusteringStrategy:
         distances to the centroids; the score is the exact one (all clients'
         sum over their total number of points) or the paper's client mean.
         """
+        private = getattr(self, "private", None)
+        if private is not None:  # secure totals, or no score under DP
+            return private.result(self, federation, centroids, restart, rounds, converged)
         k = len(centroids)
         exchange = self.exchange(
             federation, EVALUATE, self.connected_nodes(federation),
@@ -329,8 +332,8 @@ def exact_score(summaries: Iterable[ClientSummary]) -> float:
 
 
 def round_record(restart: int, round_: int, phase: str, movement: float, score: float,
-                 exchange: Exchange) -> RoundRecord:
-    """The history row of one request round."""
+                 exchange: Exchange, epsilon: float = math.nan) -> RoundRecord:
+    """The history row of one request round (``epsilon``: the DP budget spent so far)."""
     return RoundRecord(
         restart=restart,
         round=round_,
@@ -341,6 +344,7 @@ def round_record(restart: int, round_: int, phase: str, movement: float, score: 
         clients_rejected=len(exchange.rejected),
         participants=tuple(exchange.accepted),
         phase=phase,
+        epsilon=epsilon,
     )
 
 

@@ -10,7 +10,7 @@ and how the server combines the replies (:meth:`aggregate`).
 from __future__ import annotations
 
 import math
-from logging import INFO
+from logging import INFO, WARNING
 
 import numpy as np
 
@@ -18,6 +18,8 @@ from ..federation.base import Exchange, Federation
 from ..logs import log
 from ..messages import ClientSummary, validate_reply
 from ..numerics import frobenius_movement
+from ..privacy.options import privacy_on
+from ..privacy.server import PrivateRounds, Totals
 from ..results import RoundRecord
 from .base import ClusteringStrategy, exact_score, round_record
 from .initialisation import initial_centroids
@@ -34,6 +36,13 @@ class RoundBasedStrategy(ClusteringStrategy):
     (``"local-kmeans"``, ``"kfed"``, ``"random"`` or a (k, d) array file, see
     :mod:`.initialisation`) with ``k_prime``, the clients' local clusters for
     ``init="kfed"`` (0: ``k``).
+
+    With ``dp`` or ``secure-aggregation`` on (methods with a sum form only,
+    see :mod:`fedcluster.privacy`), :attr:`private` runs each round: the
+    clients send per-cluster sums and counts, the server gets their totals
+    (noisy under DP) and the method combines them in
+    :meth:`aggregate_totals`; the start is random in the declared
+    ``data-bounds`` (or a file), and a DP run stops when its budget is spent.
     """
 
     #: The kind of each round's request to the clients (the method's own step).
@@ -43,6 +52,8 @@ class RoundBasedStrategy(ClusteringStrategy):
         super().__init__(k, **settings)
         #: Starting centroids that replace ``init`` (Flower's ``initial_arrays``).
         self.explicit_start: np.ndarray | None = None
+        #: DP and secure aggregation of each round (None when both are off).
+        self.private = PrivateRounds(self) if privacy_on(self.options) else None
 
     # -- what subclasses define --------------------------------------------------
     def train_settings(self) -> dict:
@@ -57,6 +68,10 @@ class RoundBasedStrategy(ClusteringStrategy):
         """New global centroids from the current ones and the accepted replies."""
         raise NotImplementedError
 
+    def aggregate_totals(self, current: np.ndarray, totals: Totals) -> np.ndarray:
+        """New global centroids from a private round's totals (methods with a sum form)."""
+        raise NotImplementedError(f"{self.algorithm} has no sum form for DP or secure aggregation")
+
     def movement(self, new: np.ndarray, current: np.ndarray) -> float:
         """How far the centroids moved (Frobenius norm unless a paper says otherwise)."""
         return frobenius_movement(new, current)
@@ -64,8 +79,11 @@ class RoundBasedStrategy(ClusteringStrategy):
     def initialise(self, federation: Federation) -> tuple[np.ndarray, Exchange | None]:
         """The starting centroids of a restart and the exchange that made them (``init``).
 
-        Methods with their own initial round (FKM) override this.
+        Methods with their own initial round (FKM) override this. Under DP or
+        secure aggregation a random start is drawn in the declared bounds.
         """
+        if self.private is not None and self.init == "random":
+            return self.private.initial_centroids(self, federation), None
         return initial_centroids(self, federation, self.init, k_prime=self.options.local_k)
 
     def begin(self, centroids: np.ndarray) -> None:
@@ -84,6 +102,11 @@ class RoundBasedStrategy(ClusteringStrategy):
         """
         k, dim = current.shape
         nodes = self.sample_nodes(federation, self.rng)  # before train_settings: both draw from rng
+        if self.private is not None:
+            totals, exchange, self.epsilon = self.private.totals(self, federation, nodes, current, t)
+            new = self.aggregate_totals(current, totals)
+            score = totals.sse / totals.n if totals.n > 0 else math.nan
+            return new, self.movement(new, current), score, exchange
         settings = {"chunk-size": self.chunk_size, "device": self.device, **self.train_settings()}
         exchange = self.exchange(
             federation, self.train_type, nodes, settings,
@@ -108,10 +131,16 @@ class RoundBasedStrategy(ClusteringStrategy):
             history.append(round_record(restart, 0, "init", math.nan, math.nan, init_exchange))
         self.begin(centroids)
         rounds, converged = 0, False
+        self.epsilon = math.nan
         for t in range(1, self.num_server_rounds + 1):
+            if self.private is not None and (reason := self.private.stop_before(t)):
+                self.private.stop_reason = reason
+                log(WARNING, "stopped: %s; the centroids of round %d are kept", reason, rounds)
+                break
             rounds = t
             centroids, movement, score, exchange = self.train_round(federation, t, centroids)
-            history.append(round_record(restart, t, "train", movement, score, exchange))
+            history.append(round_record(restart, t, "train", movement, score, exchange,
+                                        epsilon=self.epsilon))
             log(INFO, "round %d/%d: movement %.6g, score %.6g, clients %d/%d", t, self.num_server_rounds,
                 movement, score, len(exchange.accepted), len(exchange.sent))
             if movement < self.tol:

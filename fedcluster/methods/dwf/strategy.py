@@ -72,6 +72,7 @@ from .kernels import cap_client_shares, robust_centroid_aggregate, spread_outlie
 from ...federation.base import Exchange
 from ...logs import log
 from ...messages import ClientSummary
+from ...privacy.server import Totals
 from ...strategies.rounds import RoundBasedStrategy
 from .client import LLOYD
 from .options import DWFOptions
@@ -146,6 +147,20 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
             aggregate = robust_centroid_aggregate(
                 local, np.stack([s.counts for s in summaries]), method=self.aggregation,
                 trim_fraction=self.trim_fraction)
+        return self._step(current, aggregate)
+
+    def aggregate_totals(self, current: np.ndarray, totals: Totals) -> np.ndarray:
+        """DP or secure aggregation: the Lloyd step of the totals, then eq. 6.
+
+        With one local step the DWF mean of eq. 3-5 is the totals' sums over
+        their counts. EWF's equal weights would need each client's own
+        centroids, which the sum form hides: under DP or secure aggregation
+        ``ewf`` takes the same count-weighted step as ``dwf``.
+        """
+        return self._step(current, totals.target)
+
+    def _step(self, current: np.ndarray, aggregate: np.ndarray) -> np.ndarray:
+        """Eq. 6: learning rate and momentum towards the aggregate."""
         new = momentum_update(current, self._previous, aggregate, lr=self.lr, momentum=self.momentum)
         self._previous = current
         return new

@@ -19,6 +19,7 @@ from ...numerics import momentum_update
 from .kernels import count_weighted_mean, reseed, small_clusters
 from ...logs import log
 from ...messages import ClientSummary
+from ...privacy.server import Totals
 from ...strategies.rounds import RoundBasedStrategy
 from .client import MINIBATCH
 from .options import FedKMeansOptions
@@ -119,16 +120,37 @@ class FederatedMiniBatchKMeans(RoundBasedStrategy):
         """Gamma*, the server step with (alpha, rho), then re-seeding of starved clusters."""
         counts = np.stack([s.counts for s in summaries])
         target = count_weighted_mean(np.stack([s.centroids for s in summaries]), counts, current)
+        return self._step(current, target, counts.sum(axis=0), sum(s.n for s in summaries),
+                          sum(s.sse for s in summaries))
+
+    def aggregate_totals(self, current: np.ndarray, totals: Totals) -> np.ndarray:
+        """DP or secure aggregation: Gamma* from the totals, then the server step and re-seeding.
+
+        With E = 1 and one batch of all rows a client's centroid is ``mu +
+        beta (S_i / Lambda_i - mu)``, so the count-weighted mean is ``mu +
+        beta (S / Lambda - mu)`` with the totals ``S`` and ``Lambda``.
+        Re-seeding needs the round's number of rows and squared distances,
+        which DP does not release: under DP no cluster is re-seeded (secure
+        aggregation alone keeps the rule).
+        """
+        target = current + self.client_lr * (totals.target - current)
+        return self._step(current, target, totals.counts, totals.n, totals.sse)
+
+    def _step(self, current: np.ndarray, target: np.ndarray, sizes: np.ndarray, points: float,
+              sse: float) -> np.ndarray:
+        """The server step with (alpha, rho), then re-seeding of starved clusters (``points``
+        NaN, under DP: none)."""
         new = momentum_update(current, self._previous, target,
                               lr=(1.0 - self.momentum) * self.lr, momentum=self.momentum)
         previous = current
-        sizes = counts.sum(axis=0)
-        points = sum(s.n for s in summaries)
+        if math.isnan(points):
+            self._previous = previous
+            return new
         small = small_clusters(sizes, points, self.reseed_fraction)
         self._small_rounds = np.where(small, self._small_rounds + 1, 0)
         due = self._small_rounds >= self.reseed_patience
         if due.any():
-            radius = math.sqrt(sum(s.sse for s in summaries) / points)
+            radius = math.sqrt(sse / points)
             new = reseed(new, due, sizes, radius, self.rng)
             # A re-seeded centroid starts without momentum: C(t-1) = C(t) there.
             previous = np.where(due[:, None], new, current)

@@ -1,0 +1,75 @@
+"""The clients' side of a private round: the sum step, its distributed noise, the protocol stages.
+
+:func:`sums_request` answers ``train.sums``, one Lloyd step in sum form
+(:mod:`.mechanism`): per global centroid, the sum of the nearest rows
+(clipped and shifted when the request declares ``data-bounds`` for DP) and
+their number, with the sum of squared distances. Under distributed DP
+(``dp-client-noise`` > 0) the client adds its share of the Gaussian noise to
+the sums and counts, drawn from the operating system's entropy (never from a
+server seed: a server that knew the seed could subtract the noise) and sends
+no squared distances. :func:`secure_stage` runs the stages of secure
+aggregation (:mod:`.secagg`) with the client's session state.
+
+The privacy floor (``min-cluster-size``) is not applied cluster by cluster
+here: withholding a cluster of fewer than p rows makes one row decide whether
+p rows' sum is sent, which voids the DP sensitivity bound. These replies are
+meant for secure aggregation (the server sees only totals) or a trusted
+server (central DP); the client still needs p rows to answer at all.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+import numpy as np
+
+from ..client.privacy import check_rows
+from ..client.steps import chunk_size, min_cluster_size, need_centroids, non_negative
+from ..messages import ClientSummary, Request, request_option, request_setting
+from ..numerics import assign, cluster_stats, namespace_of, to_numpy
+from ..options import Options
+from .kinds import CLIENT_NOISE_KEY, SUMS
+from .mechanism import Clipping, add_noise, clipped_sums
+from .secagg import client_stage
+
+
+
+def sums_request(X, centroids, config: dict) -> ClientSummary:
+    """Per-cluster sums and counts of the rows nearest each global centroid (one Lloyd step).
+
+    Reads ``data-bounds`` and ``dp-clip`` (the clipping, when bounds are
+    given) and ``dp-client-noise`` (0: none), besides ``chunk-size`` and the
+    floor.
+    """
+    given = need_centroids(centroids)
+    check_rows(int(X.shape[0]), min_cluster_size(config))
+    xp = namespace_of(X)
+    bounds = request_option(config, Options, "data-bounds")
+    noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
+    k = len(given)
+    if not bounds:
+        stats = cluster_stats(X, xp.asarray(given), chunk_size=chunk_size(config))
+        return ClientSummary(n=int(X.shape[0]), sums=to_numpy(stats.sums),
+                             counts=to_numpy(stats.counts), sse=float(stats.inertia))
+    clipping = Clipping.declared(bounds, request_option(config, Options, "dp-clip"), given.shape[1])
+    labels, sqdist = assign(X, xp.asarray(given), chunk_size=chunk_size(config))
+    sums, counts = clipped_sums(to_numpy(X), to_numpy(labels), k, clipping)
+    sse = float(to_numpy(sqdist).sum())
+    if noise > 0:
+        rng = np.random.default_rng(secrets.randbits(128))
+        sums, counts = add_noise(sums, counts, noise, clipping.count_weight, rng)
+        sse = float("nan")  # an un-noised total: not released under DP
+    return ClientSummary(n=int(X.shape[0]), sums=sums, counts=counts, sse=sse)
+
+
+def dimension_request(X) -> ClientSummary:
+    """The number of features only (a start in a declared box needs it; ``n`` is 0)."""
+    return ClientSummary(n=0, payload={"dimension": int(X.shape[1])})
+
+
+def secure_stage(request: Request, session: MutableMapping[str, Any], node: int,
+                 inner: Callable[[Request], ClientSummary]) -> ClientSummary:
+    """A secure-aggregation stage (:func:`.secagg.client_stage`)."""
+    return client_stage(request, session, node, inner)

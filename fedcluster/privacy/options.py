@@ -1,0 +1,93 @@
+"""The privacy settings every method declares, and which methods can honour them.
+
+Declared once here and added to :class:`fedcluster.options.Options`, so every
+method's model, the run config, the command line and ``pyproject.toml`` have
+them; :func:`check_privacy` refuses, with the reason, a combination that
+cannot keep its promise (a method that needs each client's own centroids, a
+start that sends them, a missing data bound).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+#: Methods whose server needs only per-cluster totals (the sum form of a Lloyd step).
+SUM_FORM = ("dwf", "ewf", "fedkmeans")
+
+DP = Annotated[Literal["off", "central", "distributed"], Field(
+    "off", description="differential privacy of the released centroids (dwf, ewf, fedkmeans "
+    "in their one-step sum form): central (the server adds Gaussian noise to the totals) or "
+    "distributed (each client adds its share; needs --secure-aggregation true)")]
+DPEpsilon = Annotated[float, Field(
+    1.0, gt=0.0, description="privacy budget epsilon of a whole DP run (every round counted)")]
+DPDelta = Annotated[float, Field(
+    1e-5, gt=0.0, lt=1.0, description="delta of the DP budget (well below 1 / rows)")]
+DPNoiseMultiplier = Annotated[float, Field(
+    0.0, ge=0.0, description="noise standard deviation over the sensitivity; 0: the smallest "
+    "that lets --rounds rounds fit the budget; else the run stops when the budget is spent")]
+DPClip = Annotated[float, Field(
+    0.0, ge=0.0, description="DP: radius of the ball around the centre of --data-bounds into "
+    "which every row is scaled (0: the box's half diagonal)")]
+DataBounds = Annotated[str, Field(
+    "", description="declared per-feature box of the data, 'LOW:HIGH' or 'l1,l2,..:h1,h2,..' "
+    "(data-independent): rows are clipped into it under DP, and --init random draws in it "
+    "under DP or secure aggregation")]
+SecureAggregation = Annotated[bool, Field(
+    False, description="the server learns only the round's total of the clients' sums, counts "
+    "and squared distances (SecAgg; dwf, ewf, fedkmeans in their one-step sum form)")]
+SecAggThreshold = Annotated[float, Field(
+    0.5, gt=0.0, le=1.0, description="share of a round's participants whose key shares "
+    "rebuild a mask (at least a majority); up to the rest may drop out mid-round")]
+SecAggFractionBits = Annotated[int, Field(
+    24, ge=0, le=60, description="fixed-point fraction bits of secure aggregation (precision "
+    "2^-(bits+1) per value and client; values up to 2^(90 - bits))")]
+
+
+def privacy_on(options: Any) -> bool:
+    """Whether a run uses DP or secure aggregation."""
+    return options.dp != "off" or options.secure_aggregation
+
+
+def check_privacy(options: Any) -> None:
+    """Refuse settings under which DP or secure aggregation cannot hold (ValueError, one reason)."""
+    if not privacy_on(options):
+        return
+    what = f"dp = {options.dp}" if options.dp != "off" else "secure-aggregation"
+    algorithm = options.algorithm
+    if algorithm not in SUM_FORM:
+        raise ValueError(
+            f"{what} is not available for {algorithm}: its server needs each client's own "
+            f"centroids, which secure aggregation hides and DP cannot bound; use one of "
+            f"{', '.join(SUM_FORM)}")
+    if getattr(options, "local_steps", 1) != 1:
+        raise ValueError(f"{what} needs local-steps = 1 (the sum form of one Lloyd step), "
+                         f"got {options.local_steps}")
+    if getattr(options, "batch_size", 0) != 0:
+        raise ValueError(f"{what} needs batch-size = 0 (one batch of all rows), "
+                         f"got {options.batch_size}")
+    if getattr(options, "aggregation", "mean") != "mean" or \
+            getattr(options, "max_client_share", 1.0) != 1.0:
+        raise ValueError(f"{what} needs aggregation = mean and max-client-share = 1: robust "
+                         "aggregation needs each client's own centroids")
+    init = getattr(options, "init", "random")
+    if init in ("local-kmeans", "kfed"):
+        raise ValueError(f"{what} needs init = random (in --data-bounds) or an array file: "
+                         f"init = {init} sends each client's local centroids")
+    if options.dp != "off" or init == "random":
+        if not options.data_bounds:
+            raise ValueError(f"{what} needs data-bounds, the declared box of the data "
+                             "(e.g. '0:1e6'): DP clips rows into it, and a random start draws "
+                             "in it without asking the clients")
+        from .mechanism import parse_bounds
+
+        parse_bounds(options.data_bounds)
+    if options.score != "exact":
+        raise ValueError(f"{what} needs score = exact: the clients' own means are not released")
+    if options.dp != "off" and options.n_init != 1:
+        raise ValueError(f"{what} needs n-init = 1: comparing restarts would release scores "
+                         "without noise")
+    if options.dp == "distributed" and not options.secure_aggregation:
+        raise ValueError("dp = distributed needs secure-aggregation = true: the server must "
+                         "see only the total of the clients' noisy vectors")

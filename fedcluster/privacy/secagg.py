@@ -1,0 +1,468 @@
+"""Secure aggregation of the clients' sums and counts: SecAgg (Bonawitz et al., CCS 2017).
+
+With ``secure-aggregation = true`` the server learns the total of the round's
+participants' vectors and nothing else of any one of them: each client adds
+to its fixed-point vector a private mask and, for every other participant, a
+pairwise mask that the other adds with the opposite sign, so the pairwise
+masks cancel in the sum; a client that drops out after the key exchange
+leaves its pairwise masks in the others' vectors, and the server removes
+them by reconstructing the dropped client's mask key from Shamir shares the
+survivors hold. One aggregation is four request rounds (stages):
+
+1. ``query.secagg_setup``: each client makes two fresh EC key pairs (P-384,
+   as Flower's ``generate_key_pairs``) and sends the public keys.
+2. ``query.secagg_share``: the server sends every participant's public keys
+   to all; each client draws a mask seed, splits the seed and its first
+   private key into ``t``-of-``m`` Shamir shares, and sends each other client
+   its shares, encrypted (Fernet) under a key agreed from the second key pair.
+3. ``query.secagg_masked``: the server forwards to each client the ciphertexts
+   addressed to it; the client runs the round's step (the request carries it),
+   encodes its vector in fixed point and sends it masked.
+4. ``query.secagg_unmask``: the server names the survivors (who sent a masked
+   vector) and the dropped; each survivor sends its shares of the survivors'
+   seeds and of the dropped clients' private keys, never both for one client
+   (that would unmask it). With ``t`` answers the server removes every mask.
+
+Clients that drop out after stage 2 (up to ``m - t`` of them) do not stop the
+round; one that drops before stage 2 is simply not a participant. ``t`` is
+``secagg-threshold`` times the participants, rounded up, and at least a
+majority and at least 2: each client refuses a smaller ``t``, so that no
+server can reconstruct a client's private mask with the shares of a minority.
+
+Cryptography: nothing of fedcluster's own making; the primitives are those
+under Flower's ``flwr.common.secure_aggregation`` (the layering rule keeps
+Flower out of the in-memory federation and the clients' answers, so they are
+called directly): ECDH on P-384 with HKDF-SHA256 (``cryptography``) for key
+agreement, Fernet for the shares in transit, Shamir secret sharing over
+GF(2^128) on 16-byte blocks (``pycryptodome``, as Flower's ``create_shares``).
+Masks are AES-256 in counter mode keyed by the 32-byte agreed key or seed
+(the key pairs and seeds are new for every aggregation, so the zero nonce
+never repeats under one key). Flower's own mask generator is not used: it
+folds the seed to 32 bits before seeding NumPy, which leaves 2^32 possible
+masks.
+
+Fixed point: a value ``v`` is sent as the integer ``round(v * 2^f)`` (``f`` =
+``secagg-fraction-bits``, 24 by default), split into three 64-bit words (its
+low and middle 32 bits and the signed rest), so that the masked totals
+modulo 2^64 never carry from one word into the next and the server rebuilds
+each total exactly (:func:`encode`, :func:`decode`). The total's error is at
+most ``m * 2^-(f+1)`` per entry (counts and row numbers are exact); a value
+must stay below ``2^(90 - f)`` in magnitude (7e19 for ``f = 24``), else the
+client refuses with an error reply that names it.
+
+What it does not do (SecAgg's semi-honest model): it does not check that a
+client's vector is honest (a poisoned vector is hidden in the total; only the
+total's own consistency is checked), and it relies on the server relaying
+public keys faithfully (no key signatures: SecAgg's active-adversary variant
+needs a PKI). SecAgg+'s sparse neighbour graph is not implemented: every
+participant shares keys with every other, ``O(m^2)`` ciphertexts a round.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import Any
+
+import numpy as np
+from Crypto.Protocol.SecretSharing import Shamir
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from ..messages import ClientSummary, ProtocolError, Request
+
+SETUP = "query.secagg_setup"
+SHARE = "query.secagg_share"
+MASKED = "query.secagg_masked"
+UNMASK = "query.secagg_unmask"
+#: The request kinds of the four stages, in order.
+STAGES = (SETUP, SHARE, MASKED, UNMASK)
+
+#: Request config keys of the protocol (the masked stage carries the inner step's config too).
+ID_KEY = "secagg-id"
+INNER_KIND_KEY = "secagg-kind"
+FIELDS_KEY = "secagg-fields"
+BITS_KEY = "secagg-fraction-bits"
+#: Fraction bits of the fixed-point encoding by default.
+DEFAULT_FRACTION_BITS = 24
+#: The vector fields a masked stage may carry, in the order they are packed.
+FIELDS = ("sums", "counts", "sse", "n")
+
+_CURVE = ec.SECP384R1()
+_SCALAR_BYTES = 48
+_BLOCK = 16
+_WRAP = 2 ** 64
+
+
+# -- primitives (the libraries under Flower's secure_aggregation) ----------------------
+def new_private_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(_CURVE)
+
+
+def private_bytes(key: ec.EllipticCurvePrivateKey) -> bytes:
+    """The private scalar, 48 bytes (three Shamir blocks)."""
+    return key.private_numbers().private_value.to_bytes(_SCALAR_BYTES, "big")
+
+
+def private_from_bytes(data: bytes) -> ec.EllipticCurvePrivateKey:
+    return ec.derive_private_key(int.from_bytes(data, "big"), _CURVE)
+
+
+def public_bytes(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.X962,
+                                         serialization.PublicFormat.CompressedPoint)
+
+
+def agreed_key(private: bytes, peer_public: bytes) -> bytes:
+    """ECDH of our private scalar and the peer's public key, through HKDF-SHA256: 32 bytes."""
+    try:
+        peer = ec.EllipticCurvePublicKey.from_encoded_point(_CURVE, peer_public)
+    except ValueError:
+        raise ProtocolError("a public key of the key exchange is not a P-384 point") from None
+    shared = private_from_bytes(private).exchange(ec.ECDH(), peer)
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                info=b"fedcluster secagg").derive(shared)
+
+
+def mask(key: bytes, size: int) -> np.ndarray:
+    """``size`` uint64 words of AES-256-CTR keystream under ``key`` (zero nonce)."""
+    encryptor = Cipher(algorithms.AES(key), modes.CTR(b"\0" * 16)).encryptor()
+    return np.frombuffer(encryptor.update(b"\0" * (8 * size)), dtype="<u8").astype(np.uint64)
+
+
+def seal(key: bytes, plaintext: bytes) -> bytes:
+    return Fernet(base64.urlsafe_b64encode(key)).encrypt(plaintext)
+
+
+def unseal(key: bytes, ciphertext: bytes) -> bytes:
+    try:
+        return Fernet(base64.urlsafe_b64encode(key)).decrypt(ciphertext)
+    except InvalidToken:
+        raise ProtocolError("a key share could not be decrypted") from None
+
+
+def split_secret(secret: bytes, threshold: int, parties: int) -> list[bytes]:
+    """``parties`` Shamir shares of ``secret`` (a multiple of 16 bytes), any ``threshold`` of which rebuild it.
+
+    Share ``i`` (1-based) is the index as one byte followed by one 16-byte
+    share per 16-byte block of the secret.
+    """
+    if len(secret) % _BLOCK or not 2 <= threshold <= parties <= 255:
+        raise ValueError(f"cannot share {len(secret)} bytes {threshold} of {parties}")
+    shares = [bytearray([i + 1]) for i in range(parties)]
+    for start in range(0, len(secret), _BLOCK):
+        for index, piece in Shamir.split(threshold, parties, secret[start:start + _BLOCK], ssss=False):
+            shares[index - 1] += piece
+    return [bytes(s) for s in shares]
+
+
+def combine_secret(shares: Sequence[bytes]) -> bytes:
+    """The secret from at least ``threshold`` of its shares (as :func:`split_secret` made them)."""
+    blocks = {len(s) for s in shares}
+    if len(blocks) != 1 or (blocks.pop() - 1) % _BLOCK:
+        raise ProtocolError("key shares of different lengths")
+    size = len(shares[0]) - 1
+    return b"".join(
+        Shamir.combine([(s[0], s[1 + start:1 + start + _BLOCK]) for s in shares], ssss=False)
+        for start in range(0, size, _BLOCK))
+
+
+# -- fixed point ------------------------------------------------------------------------
+#: Each value travels as this many 64-bit words (:func:`encode`).
+LIMBS = 3
+_LIMB = 2 ** 32
+#: Largest magnitude of an encoded integer: its top limb's total cannot wrap for any
+#: number of participants below 2^32.
+_LARGEST = 2 ** 90
+
+
+def encode(values: np.ndarray, fraction_bits: int) -> np.ndarray:
+    """Values in fixed point, ``V = round(v * 2^f)``, as three 64-bit limbs each (uint64).
+
+    ``V`` is split into its low and middle 32 bits and the signed rest
+    (``V >> 64``), each in one uint64 word (two's complement): the masked
+    sums of the words cannot carry into each other below 2^32 participants,
+    so :func:`decode` rebuilds every total exactly. ``|V|`` must stay below
+    2^90 (a value below ``2^(90 - f)``, about 7e19 for ``f = 24``).
+
+    Raises
+    ------
+    ProtocolError
+        A value that is not finite or too large; the message names it.
+    """
+    values = np.ravel(np.asarray(values, dtype=np.float64))
+    if values.size and not np.all(np.isfinite(values)):
+        raise ProtocolError("a value to aggregate is not finite")
+    out = np.zeros(LIMBS * values.size, dtype=np.uint64)
+    for i, value in enumerate(values.tolist()):
+        scaled = round(value * 2.0 ** fraction_bits)
+        if abs(scaled) >= _LARGEST:
+            raise ProtocolError(
+                f"a value of magnitude {abs(value):.6g} does not fit the fixed-point encoding "
+                f"(|value| < {_LARGEST / 2.0 ** fraction_bits:.6g} with secagg-fraction-bits "
+                f"{fraction_bits}); lower secagg-fraction-bits")
+        out[LIMBS * i] = scaled % _LIMB
+        out[LIMBS * i + 1] = (scaled >> 32) % _LIMB
+        out[LIMBS * i + 2] = (scaled >> 64) % _WRAP
+    return out
+
+
+def decode(total: np.ndarray, fraction_bits: int) -> np.ndarray:
+    """The float64 values of summed limbs (:func:`encode`), rebuilt exactly before rounding."""
+    words = np.asarray(total, dtype=np.uint64).reshape(-1, LIMBS)
+    values = []
+    for low, middle, high in words.tolist():
+        high = high - _WRAP if high >= 2 ** 63 else high
+        values.append(float(low + (middle << 32) + (high << 64)) / 2.0 ** fraction_bits)
+    return np.array(values, dtype=np.float64)
+
+
+def node_list(data: bytes) -> list[int]:
+    """Node ids from their uint64 encoding (Flower's node ids may exceed int64)."""
+    if not isinstance(data, bytes) or len(data) % 8:
+        raise ProtocolError("a node list is not a sequence of 8-byte ids")
+    return [int(v) for v in np.frombuffer(data, dtype="<u8")]
+
+
+def node_bytes(nodes: Sequence[int]) -> bytes:
+    return np.asarray(list(nodes), dtype="<u8").tobytes()
+
+
+def minimum_threshold(parties: int) -> int:
+    """The smallest ``t`` a client accepts for ``parties`` participants: a majority, at least 2."""
+    return max(2, parties // 2 + 1)
+
+
+def threshold_for(fraction: float, parties: int) -> int:
+    """``t`` for ``secagg-threshold`` ``fraction`` of ``parties``, never below :func:`minimum_threshold`."""
+    return min(parties, max(minimum_threshold(parties), math.ceil(fraction * parties - 1e-9)))
+
+
+def _pack(src: int, dst: int, seed_share: bytes, key_share: bytes) -> bytes:
+    return (src.to_bytes(8, "little") + dst.to_bytes(8, "little")
+            + len(seed_share).to_bytes(4, "little") + seed_share + key_share)
+
+
+def _unpack(data: bytes) -> tuple[int, int, bytes, bytes]:
+    if len(data) < 20:
+        raise ProtocolError("a decrypted key share is too short")
+    size = int.from_bytes(data[16:20], "little")
+    return (int.from_bytes(data[:8], "little"), int.from_bytes(data[8:16], "little"),
+            data[20:20 + size], data[20 + size:])
+
+
+def pack_vector(summary: ClientSummary, fields: Sequence[str]) -> np.ndarray:
+    """The named fields of a summary as one float64 vector (:data:`FIELDS` order)."""
+    parts = []
+    for name in fields:
+        value = summary.n if name == "n" else getattr(summary, name)
+        if value is None or (name == "sse" and math.isnan(value)):
+            raise ProtocolError(f"the step's reply has no '{name}' to aggregate")
+        parts.append(np.ravel(np.asarray(value, dtype=np.float64)))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+# -- the client's side ---------------------------------------------------------------------
+#: Key of the client's protocol state (a JSON text) in its session.
+STATE_KEY = "secagg-state"
+
+
+def _load(session: Mapping[str, Any]) -> dict[str, Any]:
+    text = session.get(STATE_KEY)
+    return json.loads(text) if isinstance(text, str) else {}
+
+
+def _save(session: MutableMapping[str, Any], state: dict[str, Any]) -> None:
+    session[STATE_KEY] = json.dumps(state)
+
+
+def _hex(data: bytes) -> str:
+    return data.hex()
+
+
+def _require(config: Mapping[str, Any], key: str, kind: type):
+    value = config.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ProtocolError(f"secure aggregation: request config '{key}' must be "
+                            f"{kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _bytes_list(config: Mapping[str, Any], key: str) -> list[bytes]:
+    value = config.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, bytes) for v in value):
+        raise ProtocolError(f"secure aggregation: request config '{key}' must be a list of bytes")
+    return value
+
+
+def client_stage(request: Request, session: MutableMapping[str, Any], node: int,
+                 inner: Callable[[Request], ClientSummary]) -> ClientSummary:
+    """One stage of the protocol on the client ``node``; its state lives in ``session``.
+
+    ``inner`` answers the round's own request (the masked stage's). The reply
+    carries only the stage's payload (``n`` is 0: the row count, where the
+    server asks for it, travels masked). Every check failure raises
+    :class:`ProtocolError`: the client then answers with an error and takes
+    no further part in the aggregation.
+    """
+    config = request.config
+    agg_id = _require(config, ID_KEY, str)
+    state = _load(session)
+    if request.kind == SETUP:
+        return _setup(session, agg_id)
+    if state.get("id") != agg_id:
+        raise ProtocolError(f"secure aggregation {agg_id!r}: no key exchange of this aggregation")
+    expected = {SHARE: "setup", MASKED: "share", UNMASK: "masked"}[request.kind]
+    if state.get("stage") != expected:
+        raise ProtocolError(f"secure aggregation {agg_id!r}: {request.kind} after stage "
+                            f"{state.get('stage')!r}, expected after {expected!r}")
+    if request.kind == SHARE:
+        return _share(session, state, config, node)
+    if request.kind == MASKED:
+        return _masked(session, state, request, node, inner)
+    return _unmask(session, state, config, node)
+
+
+def _setup(session, agg_id: str) -> ClientSummary:
+    first, second = new_private_key(), new_private_key()
+    state = {"id": agg_id, "stage": "setup", "sk1": _hex(private_bytes(first)),
+             "sk2": _hex(private_bytes(second)), "pk1": _hex(public_bytes(first)),
+             "pk2": _hex(public_bytes(second))}
+    _save(session, state)
+    return ClientSummary(n=0, payload={"pk1": public_bytes(first), "pk2": public_bytes(second)})
+
+
+def _share(session, state: dict, config, node: int) -> ClientSummary:
+    nodes = node_list(_require(config, "nodes", bytes))
+    pk1s, pk2s = _bytes_list(config, "pk1"), _bytes_list(config, "pk2")
+    threshold = _require(config, "threshold", int)
+    m = len(nodes)
+    if len(pk1s) != m or len(pk2s) != m or len(set(nodes)) != m or node not in nodes:
+        raise ProtocolError("secure aggregation: the key list is inconsistent or leaves this node out")
+    if not minimum_threshold(m) <= threshold <= m:
+        raise ProtocolError(f"secure aggregation: threshold {threshold} for {m} participants; "
+                            f"this client needs between {minimum_threshold(m)} and {m}")
+    me = nodes.index(node)
+    if pk1s[me] != bytes.fromhex(state["pk1"]) or pk2s[me] != bytes.fromhex(state["pk2"]):
+        raise ProtocolError("secure aggregation: the key list does not hold this node's own keys")
+    if len(set(pk1s) | set(pk2s)) != 2 * m:
+        raise ProtocolError("secure aggregation: two participants share a public key")
+    seed = os.urandom(32)
+    seed_shares = split_secret(seed, threshold, m)
+    key_shares = split_secret(bytes.fromhex(state["sk1"]), threshold, m)
+    destinations, ciphertexts = [], []
+    for index, other in enumerate(nodes):
+        if other == node:
+            continue
+        key = agreed_key(bytes.fromhex(state["sk2"]), pk2s[index])
+        destinations.append(other)
+        ciphertexts.append(seal(key, _pack(node, other, seed_shares[index], key_shares[index])))
+    state.update(stage="share", nodes=nodes, pk1s=[p.hex() for p in pk1s],
+                 pk2s=[p.hex() for p in pk2s], threshold=threshold, seed=_hex(seed),
+                 held={str(node): [seed_shares[me].hex(), key_shares[me].hex()]})
+    _save(session, state)
+    return ClientSummary(n=0, payload={"dst": node_bytes(destinations), "ct": ciphertexts})
+
+
+def _masked(session, state: dict, request: Request, node: int, inner) -> ClientSummary:
+    config = request.config
+    sources = node_list(_require(config, "src", bytes))
+    ciphertexts = _bytes_list(config, "ct") if sources else []
+    nodes = state["nodes"]
+    if len(ciphertexts) != len(sources) or len(set(sources)) != len(sources) or \
+            not set(sources) <= set(nodes) - {node}:
+        raise ProtocolError("secure aggregation: the forwarded key shares do not match the participants")
+    if len(sources) + 1 < state["threshold"]:
+        raise ProtocolError(f"secure aggregation: {len(sources) + 1} participants left, fewer than "
+                            f"the threshold {state['threshold']}")
+    held = state["held"]
+    for source, ciphertext in zip(sources, ciphertexts):
+        key = agreed_key(bytes.fromhex(state["sk2"]), bytes.fromhex(state["pk2s"][nodes.index(source)]))
+        src, dst, seed_share, key_share = _unpack(unseal(key, ciphertext))
+        if src != source or dst != node:
+            raise ProtocolError(f"secure aggregation: a key share from node {source} names "
+                                f"{src} -> {dst}")
+        held[str(source)] = [seed_share.hex(), key_share.hex()]
+    inner_kind = _require(config, INNER_KIND_KEY, str)
+    fields = _require(config, FIELDS_KEY, str).split(",")
+    bits = _require(config, BITS_KEY, int)
+    if not set(fields) <= set(FIELDS) or not 0 <= bits <= 60 or inner_kind in STAGES:
+        raise ProtocolError("secure aggregation: invalid fields, fraction bits or step")
+    own = {key: value for key, value in config.items()
+           if key not in (ID_KEY, INNER_KIND_KEY, FIELDS_KEY, BITS_KEY, "src", "ct")}
+    summary = inner(Request(inner_kind, own, request.centroids))
+    members = sorted({*sources, node})
+    vector = encode(pack_vector(summary, fields), bits)
+    vector = vector + mask(bytes.fromhex(state["seed"]), vector.size)
+    sk1 = bytes.fromhex(state["sk1"])
+    for other in members:
+        if other == node:
+            continue
+        pairwise = mask(agreed_key(sk1, bytes.fromhex(state["pk1s"][nodes.index(other)])), vector.size)
+        # The lower id adds, the higher subtracts: the pair cancels in the sum.
+        vector = vector + pairwise if node < other else vector - pairwise
+    state.update(stage="masked", members=members, held=held)
+    _save(session, state)
+    return ClientSummary(n=0, payload={"masked": vector.astype("<u8").tobytes()})
+
+
+def _unmask(session, state: dict, config, node: int) -> ClientSummary:
+    survivors = node_list(_require(config, "survivors", bytes))
+    dropped = node_list(_require(config, "dropped", bytes))
+    members = set(state["members"])
+    if set(survivors) & set(dropped) or set(survivors) | set(dropped) != members \
+            or node not in survivors or len(set(survivors)) != len(survivors):
+        # Shares of both kinds for one node would unmask its vector.
+        raise ProtocolError("secure aggregation: survivors and dropped must split this round's "
+                            "participants, with this node among the survivors")
+    if len(survivors) < state["threshold"]:
+        raise ProtocolError(f"secure aggregation: {len(survivors)} survivors, fewer than the "
+                            f"threshold {state['threshold']}")
+    held = state["held"]
+    shares = [bytes.fromhex(held[str(s)][0]) for s in survivors] + \
+             [bytes.fromhex(held[str(d)][1]) for d in dropped]
+    _save(session, {"id": state["id"], "stage": "done"})  # nothing of this round is kept
+    return ClientSummary(n=0, payload={"nodes": node_bytes([*survivors, *dropped]), "shares": shares})
+
+
+# -- the server's side: removing the masks --------------------------------------------------
+def unmasked_total(masked: Mapping[int, np.ndarray], pk1: Mapping[int, bytes],
+                   seed_shares: Mapping[int, list[bytes]], key_shares: Mapping[int, list[bytes]],
+                   threshold: int) -> np.ndarray:
+    """The uint64 total of the survivors' vectors, every mask removed.
+
+    ``masked`` holds each survivor's masked vector; ``pk1`` every
+    participant's first public key; ``seed_shares`` (by survivor) and
+    ``key_shares`` (by dropped participant) the shares the survivors sent.
+
+    Raises
+    ------
+    ProtocolError
+        Fewer than ``threshold`` shares of some secret.
+    """
+    survivors = sorted(masked)
+    total = np.zeros_like(next(iter(masked.values())))
+    for vector in masked.values():
+        total = total + vector
+    for node in survivors:
+        shares = seed_shares.get(node, [])
+        if len(shares) < threshold:
+            raise ProtocolError(f"{len(shares)} shares of node {node}'s mask seed, "
+                                f"{threshold} needed")
+        total = total - mask(combine_secret(shares[:threshold]), total.size)
+    for gone, shares in key_shares.items():
+        if len(shares) < threshold:
+            raise ProtocolError(f"{len(shares)} shares of dropped node {gone}'s key, "
+                                f"{threshold} needed")
+        private = combine_secret(shares[:threshold])
+        for node in survivors:
+            pairwise = mask(agreed_key(private, pk1[node]), total.size)
+            # The survivor added the pair's mask if its id is the lower one.
+            total = total - pairwise if node < gone else total + pairwise
+    return total

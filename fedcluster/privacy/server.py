@@ -1,0 +1,405 @@
+"""The server's side of a private round: totals in the clear or through SecAgg, noise, budget.
+
+:class:`PrivateRounds` is what a round-based strategy (``dwf``, ``ewf``,
+``fedkmeans``) uses when ``dp`` or ``secure-aggregation`` is on. Each round
+it asks the sampled clients for one Lloyd step in sum form
+(:data:`~.kinds.SUMS`), obtains the totals of their sums, counts (and, without
+DP, squared distances and rows) either by adding the checked replies
+(central DP without secure aggregation: the trusted server sees each
+client's sums) or through :func:`secure_sum` (it sees only the total), adds
+the central noise (``dp = central``) or relies on the clients' shares of it
+(``dp = distributed``), counts the round against the budget
+(:class:`~.accountant.Budget`), and hands the totals to the method
+(``aggregate_totals``). The start is data-independent: ``init = random``
+draws uniformly in the declared ``data-bounds`` without asking the clients
+anything but their number of features; it spends no budget.
+
+Distributed DP: a round of ``m`` participants with threshold ``t`` asks each
+client for noise of standard deviation ``sigma / sqrt(t)``: the total noise
+has variance ``s sigma^2 / t >= sigma^2`` whenever the ``s >= t`` survivors
+that secure aggregation needs answer, so the accountant's ``sigma`` is a
+lower bound. The clients' noise is added before fixed-point rounding; the
+rounding (at most ``m 2^-(f+1)`` per entry) is not part of the DP analysis (a
+discrete Gaussian would make it so; not implemented). The run is not
+reproducible: each client draws its noise from its own entropy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from logging import INFO, WARNING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..federation.base import Exchange, Federation, RunFailed
+from ..logs import log
+from ..messages import EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
+from ..numerics import random_in_box
+from ..results import RunResult
+from . import secagg
+from .accountant import Budget, calibrate
+from .kinds import CLIENT_NOISE_KEY, DIMENSION, SUMS
+from .mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
+
+if TYPE_CHECKING:
+    from ..strategies import ClusteringStrategy
+
+#: Relative slack of the check that a client's sums respect the clipping radius.
+CLIP_SLACK = 1e-9
+
+
+@dataclass
+class Totals:
+    """A round's totals over its participants.
+
+    ``sums`` (k, d) are of the clipped rows shifted to the box's centre under
+    DP, of the rows themselves otherwise; ``counts`` (k,) are noisy under DP;
+    ``sse`` and ``n`` are NaN under DP (not released). ``target`` are the
+    Lloyd step's centroids (:func:`~.mechanism.centroids_from_totals`).
+    """
+
+    sums: np.ndarray
+    counts: np.ndarray
+    sse: float
+    n: float
+    target: np.ndarray
+
+
+@dataclass
+class SecAggCost:
+    """What secure aggregation cost so far: request rounds, bytes of stage payloads, seconds."""
+
+    aggregations: int = 0
+    request_rounds: int = 0
+    bytes_to_clients: int = 0
+    bytes_from_clients: int = 0
+    seconds: float = 0.0
+    dropped: int = 0
+    per_stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _payload_bytes(values: Any) -> int:
+    if isinstance(values, (bytes, str)):
+        return len(values)
+    if isinstance(values, (list, tuple)):
+        return sum(_payload_bytes(v) for v in values)
+    if isinstance(values, dict):
+        return sum(_payload_bytes(v) for v in values.values())
+    return 8
+
+
+def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list[int],
+               inner: Request, fields: tuple[str, ...], size: int, *, what: str,
+               inner_config=None, cost: SecAggCost | None = None
+               ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
+    """The total of ``fields`` (``size`` values) of the replies to ``inner``, through SecAgg.
+
+    The exchange's ``accepted`` holds, for each survivor, an empty summary
+    (the server never has its values); ``rejected`` the reason each other
+    participant left. The quorum (``min-answer-fraction``) and the threshold
+    apply to the survivors. ``inner_config(threshold)``, if given, adds to the
+    inner request's config once the threshold is known (distributed noise).
+
+    Raises
+    ------
+    RunFailed
+        Fewer survivors than the quorum or the threshold, or masks that
+        cannot be removed.
+    """
+    cost = cost if cost is not None else SecAggCost()
+    options = strategy.options
+    agg_id = uuid.UUID(int=int(strategy.rng.integers(2**63)) << 64 | int(strategy.rng.integers(2**63))).hex
+    exchange: Exchange[ClientSummary] = Exchange(sent=sorted(set(nodes)))
+    started = time.monotonic()
+
+    def stage(kind: str, requests: dict[int, Request], check) -> dict[int, dict]:
+        stage_started = time.monotonic()
+        cost.request_rounds += 1
+        cost.bytes_to_clients += sum(_payload_bytes(dict(r.config)) for r in requests.values())
+        got = {}
+        for answer in federation.ask(requests, sorted(requests), strategy.round_timeout):
+            node = answer.node
+            if node not in requests or node in got:
+                continue
+            if answer.sampling_key is not None:
+                strategy.sampling_keys[node] = answer.sampling_key
+            if answer.summary is None:
+                exchange.rejected[node] = f"{kind}: {answer.error or 'no reply'}"
+                continue
+            payload = answer.summary.payload
+            try:
+                if not isinstance(payload, dict):
+                    raise ProtocolError("reply carries no protocol payload")
+                cost.bytes_from_clients += _payload_bytes(payload)
+                check(node, payload)
+            except ProtocolError as exc:
+                exchange.rejected[node] = f"{kind}: malformed reply: {exc}"
+                continue
+            got[node] = payload
+        cost.per_stage_seconds[kind] = cost.per_stage_seconds.get(kind, 0.0) + (
+            time.monotonic() - stage_started)
+        return got
+
+    def need(count: int, minimum: int, stage_name: str) -> None:
+        if count < minimum:
+            for node, reason in exchange.rejected.items():
+                log(WARNING, "%s: rejected node %d: %s", what, node, reason)
+            raise RunFailed(f"{what}: secure aggregation: {count} of {len(exchange.sent)} clients "
+                            f"left at {stage_name}, {minimum} needed")
+
+    def check_keys(node, payload):
+        for key in ("pk1", "pk2"):
+            if not isinstance(payload.get(key), bytes):
+                raise ProtocolError(f"'{key}' is not bytes")
+
+    base = {secagg.ID_KEY: agg_id}
+    keys = stage(secagg.SETUP, {n: Request(secagg.SETUP, base) for n in exchange.sent}, check_keys)
+    quorum = max(2, math.ceil(options.min_answer_fraction * len(exchange.sent) - 1e-9))
+    need(len(keys), quorum, "the key exchange")
+    members = sorted(keys)
+    threshold = secagg.threshold_for(options.secagg_threshold, len(members))
+    pk1 = {n: keys[n]["pk1"] for n in members}
+    share_config = {**base, "nodes": secagg.node_bytes(members), "threshold": threshold,
+                    "pk1": [keys[n]["pk1"] for n in members], "pk2": [keys[n]["pk2"] for n in members]}
+
+    def check_shares(node, payload):
+        destinations = secagg.node_list(payload.get("dst", b"x"))
+        ciphertexts = payload.get("ct")
+        if sorted(destinations) != [m for m in members if m != node] or \
+                not isinstance(ciphertexts, list) or len(ciphertexts) != len(destinations) or \
+                not all(isinstance(c, bytes) for c in ciphertexts):
+            raise ProtocolError("the encrypted shares do not address every other participant once")
+
+    shares = stage(secagg.SHARE, {n: Request(secagg.SHARE, share_config) for n in members},
+                   check_shares)
+    need(len(shares), max(quorum, threshold), "the share exchange")
+    sharers = sorted(shares)
+    inbox: dict[int, tuple[list[int], list[bytes]]] = {n: ([], []) for n in sharers}
+    for source in sharers:
+        for destination, ciphertext in zip(secagg.node_list(shares[source]["dst"]),
+                                           shares[source]["ct"]):
+            if destination in inbox:
+                inbox[destination][0].append(source)
+                inbox[destination][1].append(ciphertext)
+    inner_extra = inner_config(threshold) if inner_config is not None else {}
+    masked_base = {**inner.config, **inner_extra, **base, secagg.INNER_KIND_KEY: inner.kind,
+                   secagg.FIELDS_KEY: ",".join(fields),
+                   secagg.BITS_KEY: options.secagg_fraction_bits}
+    masked_requests = {n: Request(secagg.MASKED, {**masked_base, "src": secagg.node_bytes(inbox[n][0]),
+                                                  "ct": inbox[n][1]}, inner.centroids)
+                       for n in sharers}
+
+    def check_masked(node, payload):
+        vector = payload.get("masked")
+        if not isinstance(vector, bytes) or len(vector) != 8 * secagg.LIMBS * size:
+            raise ProtocolError(f"the masked vector is not {secagg.LIMBS} x {size} uint64 words")
+
+    masked = stage(secagg.MASKED, masked_requests, check_masked)
+    survivors = sorted(masked)
+    dropped = [n for n in sharers if n not in masked]
+    need(len(survivors), max(quorum, threshold), "the masked inputs")
+    unmask_config = {**base, "survivors": secagg.node_bytes(survivors),
+                     "dropped": secagg.node_bytes(dropped)}
+    expected = [*survivors, *dropped]
+
+    def check_unmask(node, payload):
+        if secagg.node_list(payload.get("nodes", b"x")) != expected or \
+                not isinstance(payload.get("shares"), list) or \
+                len(payload["shares"]) != len(expected) or \
+                not all(isinstance(s, bytes) for s in payload["shares"]):
+            raise ProtocolError("the unmasking shares do not name the survivors and the dropped")
+
+    unmasks = stage(secagg.UNMASK, {n: Request(secagg.UNMASK, unmask_config) for n in survivors},
+                    check_unmask)
+    need(len(unmasks), threshold, "the unmasking")
+    seed_shares = {n: [] for n in survivors}
+    key_shares = {n: [] for n in dropped}
+    for payload in unmasks.values():
+        for node, share in zip(expected, payload["shares"]):
+            (seed_shares if node in seed_shares else key_shares)[node].append(share)
+    try:
+        total = secagg.unmasked_total(
+            {n: np.frombuffer(masked[n]["masked"], dtype="<u8").astype(np.uint64) for n in survivors},
+            pk1, seed_shares, key_shares, threshold)
+    except (ProtocolError, ValueError) as exc:
+        raise RunFailed(f"{what}: secure aggregation could not remove the masks: {exc}") from None
+    for node in survivors:
+        exchange.accepted[node] = ClientSummary(n=0)
+    for node in dropped:
+        exchange.rejected.setdefault(node, "dropped out after the key exchange")
+    for node, reason in exchange.rejected.items():
+        log(WARNING, "%s: rejected node %d: %s", what, node, reason)
+    cost.aggregations += 1
+    cost.dropped += len(dropped)
+    cost.seconds += time.monotonic() - started
+    strategy.check_quorum(exchange, what)
+    return secagg.decode(total, options.secagg_fraction_bits), exchange
+
+
+class PrivateRounds:
+    """DP and secure aggregation for a round-based strategy (see the module docstring).
+
+    Parameters
+    ----------
+    strategy : RoundBasedStrategy
+        Its options hold the privacy settings (already checked by
+        :func:`~.options.check_privacy`).
+    """
+
+    def __init__(self, strategy: ClusteringStrategy) -> None:
+        options = strategy.options
+        self.dp = options.dp
+        self.secure = options.secure_aggregation
+        self.bounds = options.data_bounds
+        self.clip = options.dp_clip
+        self.budget: Budget | None = None
+        if self.dp != "off":
+            z = options.dp_noise_multiplier or calibrate(
+                options.dp_epsilon, options.dp_delta, options.num_server_rounds)
+            self.budget = Budget(options.dp_epsilon, options.dp_delta, z)
+        # Central noise comes from its own generator, so that sampling and the start
+        # draw the same values as without DP.
+        self.noise_rng = np.random.default_rng([options.seed, 0xD9])
+        self.cost = SecAggCost()
+        self.clipping: Clipping | None = None
+        self.last_counts: np.ndarray | None = None
+        #: Why the last restart stopped early ("" if it did not).
+        self.stop_reason = ""
+
+    @property
+    def releases_totals_only(self) -> bool:
+        """Under DP the server releases nothing but noisy sums and counts."""
+        return self.dp != "off"
+
+    def describe(self) -> str:
+        parts = []
+        if self.budget is not None:
+            parts.append(f"dp = {self.dp}, noise multiplier {self.budget.noise_multiplier:.4g}, "
+                         f"budget epsilon {self.budget.epsilon:g} at delta {self.budget.delta:g}")
+        if self.secure:
+            parts.append("secure aggregation")
+        return "; ".join(parts)
+
+    # -- the start ------------------------------------------------------------------
+    def dimension(self, strategy: ClusteringStrategy, federation: Federation) -> int:
+        """The data's dimension: from per-feature bounds, else the clients' most common answer."""
+        low, _ = parse_bounds(self.bounds)
+        if low.size > 1:
+            return int(low.size)
+        answers = federation.ask(Request(DIMENSION, {}), strategy.connected_nodes(federation),
+                                 strategy.round_timeout)
+        dims = Counter()
+        for answer in answers:
+            if answer.sampling_key is not None:
+                strategy.sampling_keys[answer.node] = answer.sampling_key
+            value = (answer.summary.payload or {}).get("dimension") if answer.summary else None
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+                dims[value] += 1
+        if not dims:
+            raise RunFailed("init (random in data-bounds): no client said how many features it has")
+        return dims.most_common(1)[0][0]
+
+    def initial_centroids(self, strategy: ClusteringStrategy, federation: Federation) -> np.ndarray:
+        """``k`` centroids uniform in the declared box (no data used, no budget spent)."""
+        dim = self.dimension(strategy, federation)
+        clipping = Clipping.declared(self.bounds, self.clip, dim)
+        log(INFO, "init: %d centroids uniform in the declared data-bounds (no data used)", strategy.k)
+        return random_in_box(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+
+    # -- a round ----------------------------------------------------------------------
+    def stop_before(self, t: int) -> str:
+        """Why round ``t`` must not run ("" when it may): the budget would be exceeded."""
+        if self.budget is None or self.budget.allows_another_round():
+            return ""
+        return (f"privacy budget spent: {self.budget.rounds} round(s) used epsilon "
+                f"{self.budget.spent:.4g} of {self.budget.epsilon:g} (delta {self.budget.delta:g}); "
+                f"round {t} would exceed it")
+
+    def totals(self, strategy: ClusteringStrategy, federation: Federation, nodes: list[int],
+               current: np.ndarray, t: int) -> tuple[Totals, Exchange[ClientSummary], float]:
+        """One round's totals, their target centroids, the exchange and the epsilon spent so far."""
+        k, dim = current.shape
+        self.clipping = Clipping.declared(self.bounds, self.clip, dim) if self.dp != "off" else None
+        config = {"chunk-size": strategy.chunk_size, "device": strategy.device,
+                  "data-bounds": self.bounds if self.dp != "off" else "", "dp-clip": self.clip,
+                  CLIENT_NOISE_KEY: 0.0, "min-cluster-size": strategy.min_cluster_size}
+        sigma = 0.0 if self.budget is None else self.budget.noise_multiplier * self.clipping.sensitivity
+        released = ("sums", "counts") if self.dp != "off" else ("sums", "counts", "sse", "n")
+        what = f"round {t}"
+        inner = Request(SUMS, config, np.ascontiguousarray(current))
+        if self.secure:
+            def client_noise(threshold: int) -> dict:
+                noise = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
+                return {CLIENT_NOISE_KEY: noise}
+
+            fields = ("sums", "counts") if self.dp == "distributed" else ("sums", "counts", "sse", "n")
+            size = k * dim + k + (2 if len(fields) == 4 else 0)
+            vector, exchange = secure_sum(strategy, federation, nodes, inner, fields, size, what=what,
+                                          inner_config=client_noise, cost=self.cost)
+            sums = vector[:k * dim].reshape(k, dim)
+            counts = vector[k * dim:k * dim + k]
+            sse, n = (vector[-2], vector[-1]) if len(fields) == 4 else (math.nan, math.nan)
+        else:
+            exchange = strategy.exchange(federation, SUMS, nodes, config,
+                                         lambda s: self._check_sums(s, k, dim), centroids=inner.centroids,
+                                         what=what)
+            summaries = exchange.in_content_order()
+            sums = np.sum([s.sums for s in summaries], axis=0)
+            counts = np.sum([s.counts for s in summaries], axis=0)
+            sse, n = float(sum(s.sse for s in summaries)), float(sum(s.n for s in summaries))
+        if self.dp == "central":
+            sums, counts = add_noise(sums, counts, sigma, self.clipping.count_weight, self.noise_rng)
+        if self.dp != "off":
+            sse, n = math.nan, math.nan
+        epsilon = self.budget.spend() if self.budget is not None else math.nan
+        self.last_counts = counts
+        target = centroids_from_totals(sums, counts, current, self.clipping)
+        return Totals(sums, counts, sse, n, target), exchange, epsilon
+
+    def _check_sums(self, summary: ClientSummary, k: int, dim: int) -> ClientSummary:
+        """A client's sums reply, checked; under DP its sums must respect the clipping radius."""
+        summary = validate_reply(summary, k=k, dim=dim, expect=("sums", "counts", "sse"))
+        if self.clipping is not None:
+            norms = np.linalg.norm(summary.sums, axis=1)
+            if np.any(norms > summary.counts * self.clipping.radius * (1 + CLIP_SLACK) + 1e-12):
+                raise ProtocolError("'sums' exceed counts x the clipping radius: rows not clipped")
+        return summary
+
+    # -- the result -------------------------------------------------------------------
+    def result(self, strategy: ClusteringStrategy, federation: Federation, centroids: np.ndarray,
+               restart: int, rounds: int, converged: bool) -> RunResult | None:
+        """The restart's result: scored through secure aggregation, or not scored under DP.
+
+        Under DP the score is NaN (it would be released without noise), the
+        counts are the last round's noisy counts (negative ones as 0) and
+        ``n_points`` their rounded total (at least 1).
+        """
+        k = len(centroids)
+        if self.dp != "off":
+            counts = np.zeros(k) if self.last_counts is None else np.maximum(self.last_counts, 0.0)
+            score, n_points = math.nan, max(1, int(round(float(counts.sum()))))
+        else:
+            config = {"chunk-size": strategy.chunk_size, "device": strategy.device,
+                      "min-cluster-size": strategy.min_cluster_size}
+            vector, exchange = secure_sum(
+                strategy, federation, strategy.connected_nodes(federation),
+                Request(EVALUATE, config, np.ascontiguousarray(centroids)), ("counts", "sse", "n"),
+                k + 2, what=f"score (round {rounds})", cost=self.cost)
+            counts, sse, n_points = vector[:k], float(vector[k]), int(round(vector[k + 1]))
+            if n_points < 1 or abs(counts.sum() - n_points) > 0.5:
+                raise RunFailed(f"score (round {rounds}): the secure totals are inconsistent "
+                                f"({counts.sum():g} counted of {n_points} rows)")
+            score = sse / n_points
+            log(INFO, "restart %d: score %.6g over %d points (secure aggregation)", restart, score,
+                n_points)
+        result = RunResult(algorithm=strategy.algorithm, settings=dict(strategy.settings),
+                           centroids=np.array(centroids, dtype=np.float64), counts=counts,
+                           score=float(score), n_points=n_points, rounds=rounds,
+                           converged=converged, best_restart=restart)
+        result.stop_reason = self.stop_reason
+        return result

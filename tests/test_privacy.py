@@ -1,0 +1,349 @@
+"""Secure aggregation and differential privacy (fedcluster/privacy/).
+
+Secure aggregation: a probe on the server's side (every answer the server
+process receives) never holds one client's sums or counts, the total equals
+the plain sum within the fixed-point precision, and a client that drops out
+mid-round leaves a correct total of the others. DP: the accountant matches a
+hand-computed composition of Gaussian mechanisms, the budget stops a run
+cleanly, noise 0 gives the plain method, and runs are reproducible for a seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from helpers import save_parts
+from fedcluster.client.app import build_client_app
+from fedcluster.client.respond import respond
+from fedcluster.config import ConfigError, RunConfig
+from fedcluster.data import load_dataset, partition_indices
+from fedcluster.federation.base import RunFailed
+from fedcluster.federation.flower import FlowerFederation
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.messages import ProtocolError, Request
+from fedcluster.methods import build_strategy
+from fedcluster.privacy import secagg
+from fedcluster.privacy.accountant import calibrate, epsilon_spent
+from fedcluster.privacy.kinds import SUMS
+from fedcluster.privacy.mechanism import Clipping, centroids_from_totals, parse_bounds
+from fedcluster.privacy.server import secure_sum
+from fedcluster.server.artifacts import read_model, write_run
+from harness.inprocess import InProcessGrid
+
+K = 15
+BOUNDS = "0:1e6"
+
+
+def s1_parts(clients: int = 6, split: str = "iid"):
+    X = load_dataset("s1").X
+    return X, [X[i] for i in partition_indices(len(X), clients, split, seed=0)]
+
+
+def config(**settings) -> RunConfig:
+    return RunConfig.from_mapping({"k": K, "seed": 1, "init": "random", "data-bounds": BOUNDS,
+                                   **settings})
+
+
+class Probe:
+    """A federation wrapper that records every answer the server receives (the server's view)."""
+
+    def __init__(self, federation, drop: dict[int, str] | None = None) -> None:
+        self.federation = federation
+        self.drop = dict(drop or {})  # node -> the stage from which it sends nothing
+        self.seen: list = []
+
+    def node_ids(self):
+        return self.federation.node_ids()
+
+    def ask(self, request, node_ids, timeout):
+        kind = (request[node_ids[0]] if isinstance(request, dict) else request).kind
+        order = list(secagg.STAGES)
+        alive = [n for n in node_ids if not (n in self.drop and kind in order
+                                              and order.index(kind) >= order.index(self.drop[n]))]
+        answers = self.federation.ask(request, alive, timeout)
+        self.seen.extend(answers)
+        return answers
+
+
+def values_seen(answers) -> list[np.ndarray]:
+    """Every array and every payload value of the answers, as float vectors and raw words."""
+    found = []
+    for answer in answers:
+        summary = answer.summary
+        if summary is None:
+            continue
+        for name in ("centroids", "counts", "sums", "weights"):
+            if getattr(summary, name) is not None:
+                found.append(np.ravel(getattr(summary, name)).astype(np.float64))
+        for value in (summary.payload or {}).values():
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, bytes) and len(item) % 8 == 0:
+                    words = np.frombuffer(item, dtype="<u8")
+                    found.append(words.view(np.int64).astype(np.float64))
+                    found.append(secagg.decode(words[:len(words) // 3 * 3], 24))
+    return found
+
+
+def contains(haystack: np.ndarray, needle: np.ndarray) -> bool:
+    needle = np.ravel(needle)
+    if needle.size == 0 or haystack.size < needle.size:
+        return False
+    windows = np.lib.stride_tricks.sliding_window_view(haystack, needle.size)
+    return bool(np.any(np.all(np.isclose(windows, needle, rtol=1e-9, atol=1e-6), axis=1)))
+
+
+# -- the primitives ---------------------------------------------------------------------
+def test_fixed_point_totals_are_exact_to_the_stated_precision():
+    rng = np.random.default_rng(0)
+    vectors = [rng.normal(0, 1e6, 50) * rng.choice([1e-6, 1, 1e6], 50) for _ in range(7)]
+    bits = 24
+    total = np.zeros(secagg.LIMBS * 50, dtype=np.uint64)
+    for v in vectors:
+        total = total + secagg.encode(v, bits)
+    error = np.abs(secagg.decode(total, bits) - np.sum(vectors, axis=0))
+    assert np.all(error <= len(vectors) * 2.0 ** -(bits + 1) + 1e-12 * np.abs(np.sum(vectors, axis=0)))
+    with pytest.raises(ProtocolError, match="does not fit the fixed-point encoding"):
+        secagg.encode(np.array([1e30]), bits)
+
+
+def test_shamir_shares_rebuild_the_secret_from_any_threshold_of_them():
+    secret = bytes(range(48))
+    shares = secagg.split_secret(secret, 3, 5)
+    assert secagg.combine_secret([shares[4], shares[0], shares[2]]) == secret
+    assert secagg.combine_secret(shares[1:3] + shares[3:4]) == secret
+    assert secagg.combine_secret(shares[:2]) != secret
+
+
+def test_pairwise_masks_agree_on_both_sides():
+    a, b = secagg.new_private_key(), secagg.new_private_key()
+    one = secagg.agreed_key(secagg.private_bytes(a), secagg.public_bytes(b))
+    other = secagg.agreed_key(secagg.private_bytes(b), secagg.public_bytes(a))
+    assert one == other and np.array_equal(secagg.mask(one, 9), secagg.mask(other, 9))
+
+
+# -- secure aggregation -------------------------------------------------------------------
+def plain_sums(parts, centroids):
+    request = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                             "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
+    return [respond(X, request, {}) for X in parts]
+
+
+def test_the_server_sees_only_the_total_of_the_sums_and_counts():
+    X, parts = s1_parts()
+    centroids = X[np.random.default_rng(3).choice(len(X), K, replace=False)] + 0.5
+    probe = Probe(InMemoryFederation(parts))
+    strategy = build_strategy(config(**{"secure-aggregation": True}))
+    request = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                             "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
+    size = K * 2 + K + 2
+    total, exchange = secure_sum(strategy, probe, list(range(len(parts))), request,
+                                 ("sums", "counts", "sse", "n"), size, what="test")
+    own = plain_sums(parts, centroids)
+    expected = np.concatenate([np.sum([s.sums for s in own], 0).ravel(),
+                               np.sum([s.counts for s in own], 0), [sum(s.sse for s in own)],
+                               [sum(s.n for s in own)]])
+    assert np.all(np.abs(total - expected) <= len(parts) * 2.0 ** -25 * 4 + 1e-15 * np.abs(expected))
+    assert np.array_equal(total[K * 2:K * 3], expected[K * 2:K * 3])  # counts exactly
+    assert sorted(exchange.accepted) == list(range(len(parts))) and not exchange.rejected
+    seen = values_seen(probe.seen)
+    assert seen, "the probe saw nothing"
+    for summary in own:  # no client's sums or counts in anything the server received
+        for secret in (summary.sums.ravel(), summary.counts):
+            assert not any(contains(v, secret) for v in seen)
+
+
+def test_a_client_that_drops_out_mid_round_leaves_the_total_of_the_others():
+    X, parts = s1_parts(clients=7)
+    centroids = X[:K] + 0.25
+    probe = Probe(InMemoryFederation(parts), drop={2: secagg.MASKED, 5: secagg.MASKED})
+    strategy = build_strategy(config(**{"secure-aggregation": True, "secagg-threshold": 0.7}))
+    inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                           "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
+    total, exchange = secure_sum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1,
+                                 what="round 1")
+    others = [p for i, p in enumerate(parts) if i not in (2, 5)]
+    own = plain_sums(others, centroids)
+    assert np.array_equal(total, np.concatenate([np.sum([s.counts for s in own], 0),
+                                                 [sum(len(p) for p in others)]]))
+    assert sorted(exchange.rejected) == [2, 5] and "dropped out" in exchange.rejected[2]
+    # One more drop goes below the threshold (5 of 7): the round fails loudly.
+    probe = Probe(InMemoryFederation(parts), drop={1: secagg.MASKED, 2: secagg.MASKED,
+                                                   5: secagg.MASKED})
+    with pytest.raises(RunFailed, match="secure aggregation: 4 of 7 clients left at the masked "
+                                        "inputs, 5 needed"):
+        secure_sum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1, what="round 1")
+
+
+def test_a_client_never_sends_both_shares_of_one_node():
+    X, parts = s1_parts(clients=3)
+    federation = InMemoryFederation(parts)
+    session, base = federation.sessions[0], {secagg.ID_KEY: "a"}
+    keys = {n: respond(parts[n], Request(secagg.SETUP, base), {}, federation.sessions[n], n).payload
+            for n in range(3)}
+    share = {**base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": 2,
+             "pk1": [keys[n]["pk1"] for n in range(3)], "pk2": [keys[n]["pk2"] for n in range(3)]}
+    for n in range(3):
+        respond(parts[n], Request(secagg.SHARE, share), {}, federation.sessions[n], n)
+    with pytest.raises(ProtocolError, match="after stage 'share', expected after 'masked'"):
+        respond(parts[0], Request(secagg.UNMASK, {**base, "survivors": secagg.node_bytes([0, 1]),
+                                                   "dropped": secagg.node_bytes([1, 2])}),
+                {}, session, 0)
+    with pytest.raises(ProtocolError, match="threshold 1 for 3 participants"):
+        respond(parts[0], Request(secagg.SETUP, base), {}, session, 0)
+        respond(parts[0], Request(secagg.SHARE, {**share, "pk1": [keys[n]["pk1"] for n in range(3)],
+                                                 "threshold": 1}), {}, session, 0)
+
+
+def test_secure_aggregation_over_flower_messages_equals_the_plain_run(tmp_path):
+    """The ClientApp keeps its state between stages in Flower's context; node ids are uint64."""
+    X, parts = s1_parts(clients=4)
+    start = tmp_path / "start.npy"
+    np.save(start, X[np.random.default_rng(5).choice(len(X), K, replace=False)] + 0.5)
+    common = {"init": str(start), "num-server-rounds": 4, "tol": 0.0}
+    probe = Probe(FlowerFederation(InProcessGrid(build_client_app(),
+                                                 save_parts(tmp_path / "parts", parts))))
+    secure = build_strategy(config(**common, **{"secure-aggregation": True})).fit(probe)
+    plain = build_strategy(config(**common)).fit(InMemoryFederation(parts))
+    np.testing.assert_allclose(secure.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
+    assert math.isclose(secure.score, plain.score, rel_tol=1e-9)
+    assert np.array_equal(secure.counts, plain.counts)
+    assert all(a.summary.n == 0 for a in probe.seen if a.summary is not None)
+
+
+# -- differential privacy ------------------------------------------------------------------
+def analytic_epsilon(z: float, rounds: int, delta: float) -> float:
+    """T Gaussian mechanisms of multiplier z are one of z / sqrt(T) (Balle & Wang 2018, Thm 8)."""
+    mu = math.sqrt(rounds) / z
+
+    def delta_of(eps):
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+    return brentq(lambda eps: delta_of(eps) - delta, 0.0, 100.0)
+
+
+@pytest.mark.parametrize(("z", "rounds"), [(2.0, 10), (5.0, 1), (1.0, 3)])
+def test_the_accountant_matches_the_composition_of_gaussian_mechanisms(z, rounds):
+    assert epsilon_spent(z, rounds, 1e-5) == pytest.approx(analytic_epsilon(z, rounds, 1e-5), abs=1e-4)
+    assert epsilon_spent(z, rounds, 1e-5) >= analytic_epsilon(z, rounds, 1e-5) - 1e-9
+
+
+def test_calibration_spends_the_budget_over_the_rounds():
+    z = calibrate(1.0, 1e-5, 20)
+    assert 0.999 <= epsilon_spent(z, 20, 1e-5) <= 1.0
+    assert epsilon_spent(z * 0.99, 20, 1e-5) > 1.0
+
+
+def test_the_budget_stops_a_run_cleanly_and_the_model_file_records_it(tmp_path):
+    _, parts = s1_parts()
+    z = 3.0  # epsilon after 1, 2, 3 rounds: about 1.6, 2.3, 2.9
+    budget = epsilon_spent(z, 2, 1e-5) + 0.01
+    result = build_strategy(config(**{"dp": "central", "dp-epsilon": budget,
+                                      "dp-noise-multiplier": z, "num-server-rounds": 10,
+                                      "tol": 0.0})).fit(InMemoryFederation(parts))
+    assert result.rounds == 2 and not result.converged
+    assert "privacy budget spent: 2 round(s) used epsilon" in result.stop_reason
+    spent = [r.epsilon for r in result.history]
+    assert spent == pytest.approx([epsilon_spent(z, 1, 1e-5), epsilon_spent(z, 2, 1e-5)])
+    assert math.isnan(result.score) and all(math.isnan(r.score) for r in result.history)
+    read = read_model(write_run(result, tmp_path)["model"])
+    assert read.stop_reason == result.stop_reason
+    assert [r.epsilon for r in read.history] == spent
+    assert "epsilon" in (tmp_path / "history.csv").read_text().splitlines()[0]
+
+
+def test_dp_with_no_noise_is_the_plain_lloyd_step_of_dwf_and_fedkmeans(tmp_path):
+    X, parts = s1_parts()
+    start = tmp_path / "start.npy"
+    np.save(start, X[np.random.default_rng(1).choice(len(X), K, replace=False)] + 0.5)
+    for algorithm, extra in (("dwf", {"lr": 0.7, "momentum": 0.2}),
+                             ("fedkmeans", {"client-lr": 0.5, "reseed-fraction": 0.0})):
+        common = {"algorithm": algorithm, "init": str(start), "num-server-rounds": 5, "tol": 0.0,
+                  **extra}
+        private = build_strategy(config(**common, **{"dp": "central"}))
+        private.private.budget.noise_multiplier = 0.0  # sigma = 0: the mechanism adds nothing
+        private.private.budget.epsilon = math.inf
+        dp = private.fit(InMemoryFederation(parts))
+        plain = build_strategy(config(**common)).fit(InMemoryFederation(parts))
+        np.testing.assert_allclose(dp.centroids, plain.centroids, rtol=1e-9, atol=1e-6)
+
+
+def test_dp_runs_are_reproducible_for_a_seed():
+    _, parts = s1_parts()
+    settings = {"dp": "central", "dp-epsilon": 1.0, "num-server-rounds": 5}
+    a = build_strategy(config(**settings)).fit(InMemoryFederation(parts))
+    b = build_strategy(config(**settings)).fit(InMemoryFederation(parts))
+    c = build_strategy(config(**settings, seed=2)).fit(InMemoryFederation(parts))
+    assert np.array_equal(a.centroids, b.centroids) and not np.array_equal(a.centroids, c.centroids)
+    assert a.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+
+
+def test_distributed_dp_runs_under_secure_aggregation():
+    _, parts = s1_parts(clients=4)
+    result = build_strategy(config(**{"dp": "distributed", "secure-aggregation": True,
+                                      "num-server-rounds": 3, "dp-epsilon": 2.0})
+                            ).fit(InMemoryFederation(parts))
+    assert result.rounds == 3 and math.isnan(result.score)
+    assert result.history[-1].epsilon == pytest.approx(2.0, abs=2e-3)
+    low, high = parse_bounds(BOUNDS)
+    assert np.all(result.centroids >= low) and np.all(result.centroids <= high)
+
+
+def test_clipping_bounds_a_rows_contribution():
+    clipping = Clipping.declared("0,0:4,2", 0.0, 2)
+    assert clipping.radius == pytest.approx(math.hypot(2, 1))
+    rows = clipping.clip(np.array([[100.0, -50.0], [2.0, 1.0], [3.0, 1.5]]))
+    assert np.all(np.linalg.norm(rows, axis=1) <= clipping.radius + 1e-12)
+    assert np.allclose(rows[1], 0.0) and np.allclose(rows[0], [2.0, -1.0])
+    assert clipping.sensitivity == pytest.approx(math.hypot(clipping.radius, clipping.count_weight))
+    # Noisy counts below 1 keep the current centroid; the others are projected into the box.
+    new = centroids_from_totals(np.array([[10.0, 0.0], [1.0, 1.0]]), np.array([2.0, 0.4]),
+                                np.array([[1.0, 1.0], [3.0, 1.0]]), clipping)
+    assert np.allclose(new, [[4.0, 1.0], [3.0, 1.0]])
+
+
+@pytest.mark.parametrize("algorithm", ["fkm", "feca", "mavg", "kfed", "ffcm-avg2", "ffcm-avg1"])
+def test_methods_that_need_each_clients_centroids_refuse_the_options(algorithm):
+    for settings in ({"dp": "central"}, {"secure-aggregation": True}):
+        with pytest.raises(ConfigError, match=f"not available for {algorithm}: its server needs "
+                                              "each client's own centroids"):
+            RunConfig.from_mapping({"algorithm": algorithm, "init": "random",
+                                    "data-bounds": BOUNDS, **settings})
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"dp": "central", "init": "local-kmeans"}, "init = local-kmeans sends each client's local"),
+    ({"dp": "central", "data-bounds": ""}, "needs data-bounds"),
+    ({"dp": "central", "data-bounds": "5:1"}, "every low value must be below its high value"),
+    ({"dp": "distributed"}, "dp = distributed needs secure-aggregation = true"),
+    ({"dp": "central", "local-steps": 3}, "needs local-steps = 1"),
+    ({"dp": "central", "n-init": 2}, "needs n-init = 1"),
+    ({"secure-aggregation": True, "aggregation": "median"}, "needs aggregation = mean"),
+    ({"dp-epsilon": 0.0}, "invalid value for 'dp-epsilon': 0.0"),
+])
+def test_invalid_privacy_settings_are_refused_with_the_reason(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig.from_mapping({"init": "random", "data-bounds": BOUNDS, **settings})
+
+
+def test_central_dp_lloyd_is_at_least_as_good_as_diffprivlib_at_epsilon_1():
+    """The reference: diffprivlib's KMeans (central DP) at the same epsilon and bounds (S1, 3 seeds)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "privacy.py"
+    spec = importlib.util.spec_from_file_location("privacy_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    X, parts = s1_parts(clients=10)
+    ours = np.mean([bench.score(X, bench.fedcluster_run(parts, K, BOUNDS, 1.0, s, 5, "central"))
+                    for s in range(3)])
+    KMeans = bench._diffprivlib_kmeans()
+    theirs = np.mean([bench.score(X, KMeans(n_clusters=K, epsilon=1.0, bounds=(0.0, 1e6),
+                                            random_state=s).fit(X).cluster_centers_)
+                      for s in range(3)])
+    assert ours <= 1.1 * theirs, (ours, theirs)
