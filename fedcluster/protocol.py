@@ -4,7 +4,9 @@ Every request carries the global centroids (if any) in the ``ArrayRecord``
 ``"model"`` and its parameters in the ``ConfigRecord`` ``"config"``; every reply
 carries arrays in ``"result"`` and scalars in the ``MetricRecord`` ``"metrics"``.
 Only summaries travel: centroids, per-cluster counts, sums of squared distances,
-per-feature minima and maxima, and the number of local points.
+per-feature minima and maxima, and the number of local points. Named arrays (a
+network's weights, :attr:`fedcluster.messages.Request.arrays`) travel in the
+``ArrayRecord`` ``"arrays"`` of a request or a reply, with their own dtypes.
 
 The functions below only put values into records and take them out; the
 checks of what they carry are :func:`fedcluster.messages.validate_reply` (the
@@ -25,6 +27,8 @@ MODEL_KEY = "model"
 CONFIG_KEY = "config"
 RESULT_KEY = "result"
 METRICS_KEY = "metrics"
+#: The ArrayRecord of a message's named arrays (a network's weights).
+ARRAYS_KEY = "arrays"
 
 NUM_EXAMPLES = "num-examples"
 SSE = "sse"
@@ -40,6 +44,8 @@ def make_request(request: Request, dst_node_id: int) -> Message:
     if request.centroids is not None:
         content[MODEL_KEY] = ArrayRecord(
             {"centroids": Array(np.ascontiguousarray(request.centroids))})
+    if request.arrays is not None:
+        content[ARRAYS_KEY] = _named_record(request.arrays)
     return Message(content=content, dst_node_id=dst_node_id, message_type=request.kind)
 
 
@@ -61,7 +67,7 @@ def read_request(msg: Message) -> Request:
         if "centroids" not in record:
             raise ProtocolError("request model has no array 'centroids'")
         centroids = record["centroids"].numpy()
-    return Request(msg.metadata.message_type, config, centroids)
+    return Request(msg.metadata.message_type, config, centroids, _named_arrays(content))
 
 
 def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = None) -> Message:
@@ -82,7 +88,20 @@ def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = 
     if sampling_key is not None:
         metrics[SAMPLING_KEY] = int(sampling_key)
     content = RecordDict({RESULT_KEY: ArrayRecord(arrays), METRICS_KEY: MetricRecord(metrics)})
+    if summary.arrays is not None:
+        content[ARRAYS_KEY] = _named_record(summary.arrays)
     return Message(content=content, reply_to=msg)
+
+
+def _named_record(arrays) -> ArrayRecord:
+    return ArrayRecord({name: Array(np.ascontiguousarray(value)) for name, value in arrays.items()})
+
+
+def _named_arrays(content: RecordDict) -> dict[str, np.ndarray] | None:
+    """The message's named arrays, unchecked, or None if it has none."""
+    if ARRAYS_KEY not in content.array_records:
+        return None
+    return {name: array.numpy() for name, array in content.array_records[ARRAYS_KEY].items()}
 
 
 def reply_sampling_key(content: RecordDict) -> int | None:
@@ -111,6 +130,7 @@ def decode_reply(content: RecordDict) -> ClientSummary:
     return ClientSummary(
         n=metrics.get(NUM_EXAMPLES),
         sse=metrics.get(SSE, math.nan),
+        arrays=_named_arrays(content),
         **{name: arrays[name].numpy() for name in _ARRAY_NAMES if name in arrays},
     )
 

@@ -118,6 +118,10 @@ class RunResult:
         Time zone-aware creation time, stored in UTC; defaults to now.
     version : str
         fedcluster version that produced the result.
+    arrays : dict of str to numpy.ndarray
+        Named arrays of the model besides its centroids (DeepFeCA's network
+        weights; the centroids are then of its features); empty for the
+        clustering methods. Written to ``network.npz`` beside ``model.pb``.
     """
 
     algorithm: str
@@ -132,6 +136,7 @@ class RunResult:
     history: list[RoundRecord] = field(default_factory=list)
     created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     version: str = fedcluster.__version__
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.algorithm:
