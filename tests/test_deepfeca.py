@@ -247,3 +247,41 @@ def test_a_cifar_batch_that_asks_for_code_is_refused(tmp_path):
         load_cifar10(tmp_path, "test")
     with pytest.raises(DataError, match="no such CIFAR-10 batch file"):
         load_cifar10(tmp_path / "nowhere", "test")
+
+
+def test_the_networks_have_the_papers_shapes():
+    torch = needs_torch()
+    from fedcluster.methods.deepfeca.networks import build_network
+    from fedcluster.methods.deepfeca.training import initial_arrays, NetworkSpec
+
+    resnet = build_network("resnet18", (3, 32, 32), 0)
+    assert resnet.feature_dim == 512
+    assert 11.0e6 < sum(p.numel() for p in resnet.parameters()) < 11.3e6  # ResNet-18, CIFAR stem
+    assert resnet.eval()(torch.zeros(2, 3, 32, 32)).shape == (2, 512)
+    small = initial_arrays(NetworkSpec("small-cnn", (1, 28, 28)), 0)
+    assert all(np.array_equal(small[n], initial_arrays(NetworkSpec("small-cnn", (1, 28, 28)), 0)[n])
+               for n in small)
+    with pytest.raises(ValueError, match="image-shape must be C,H,W"):
+        build_network("small-cnn", (64,), 0)
+
+
+def test_the_mlp_learns_from_rows_that_are_not_images():
+    needs_torch()
+    X = load_dataset("s1").X / 1e5
+    parts = [X[i] for i in partition_indices(len(X), 3, "iid", seed=0)]
+    result = DeepFeCA(k=15, num_server_rounds=1, network="mlp", image_shape="2",
+                      feature_clustering="kfed").fit(InMemoryFederation(parts))
+    assert result.centroids.shape == (15, 128) and result.n_points == len(X)
+
+
+def test_the_estimator_fits_deepfeca_and_predicts_through_the_network(digits):
+    needs_torch()
+    from fedcluster import FederatedKMeans
+
+    data, train, _ = digits
+    model = FederatedKMeans(algorithm="deepfeca", k=6, num_server_rounds=1, image_shape="1,8,8")
+    model.fit(digit_parts(data, train[:600]))
+    assert model.n_features_in_ == 64 and model.cluster_centers_.shape == (6, 64)
+    feats = model.embed(data.X[:5])
+    assert feats.shape == (5, 64) and np.allclose(np.linalg.norm(feats, axis=1), 1.0)
+    assert model.predict(data.X[:5]).shape == (5,) and np.isfinite(model.score(data.X[:5]))
