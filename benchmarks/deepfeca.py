@@ -60,6 +60,26 @@ def measure(weights, spec, train, test) -> dict:
             **quality}
 
 
+def report(paths: list[Path]) -> str:
+    """The markdown table of BENCHMARKS.md: mean (min-max) over seeds, per split and method."""
+    rows = [row for path in paths for row in json.loads(path.read_text())["rows"]]
+    methods = ["random network", "Centralized DeepCluster", *NAMES.values()]
+    lines = ["| method | " + " | ".join(f"{s} linear eval | {s} NMI" for s in SPLITS) + " |",
+             "|---|" + "---|" * (2 * len(SPLITS))]
+    for method in methods:
+        cells = []
+        for split in SPLITS:
+            found = [r for r in rows if r["method"] == method and r["split"] in (split, "-")]
+            for key in ("linear_eval", "nmi"):
+                values = [100 * r[key] if key == "linear_eval" else r[key] for r in found]
+                digits = 1 if key == "linear_eval" else 3
+                cells.append(f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-"
+                             f"{max(values):.{digits}f})" if values else "")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    seeds = sorted({r["seed"] for r in rows})
+    return "\n".join(lines) + f"\n\nseeds {seeds}; a reference (random, centralized) has no split."
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -73,7 +93,12 @@ def main() -> None:
     parser.add_argument("--downsample", type=int, default=1,
                         help="average-pool the 28x28 images by this factor (2: 14x14)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--report", type=Path, nargs="+",
+                        help="print the table of these result files instead of running")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report))
+        return
 
     import torch
 
