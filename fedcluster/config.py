@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .data.partition import SPLIT_FORMS, parse_split
 from .methods import ALGORITHMS, METHODS
@@ -59,6 +59,15 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
     def _valid_split(cls, value: str) -> str:
         parse_split(value)
         return value
+
+    @model_validator(mode="after")
+    def _standardize_alone(self) -> RunConfig:
+        # A secure-aggregation stage re-asks its inner step without the transform, and
+        # DP's data bounds are declared in the data's units: neither composes yet.
+        if self.standardize and (self.dp != "off" or self.secure_aggregation):
+            raise ValueError("standardize does not combine with dp or secure-aggregation yet; "
+                             "standardise the data before the run instead")
+        return self
 
     def to_flower(self) -> dict[str, int | float | str | bool]:
         """Kebab-case values for Flower's run config."""

@@ -90,7 +90,13 @@ class FederatedKMeans:
                  batch_size: int = _DEFAULT["batch_size"],
                  reseed_fraction: float = _DEFAULT["reseed_fraction"],
                  reseed_patience: int = _DEFAULT["reseed_patience"],
-                 standardize: bool = _DEFAULT["standardize"]) -> None:
+                 standardize: bool = _DEFAULT["standardize"],
+                 feature_clustering: str = _DEFAULT["feature_clustering"],
+                 network: str = _DEFAULT["network"], image_shape: str = _DEFAULT["image_shape"],
+                 train_batch_size: int = _DEFAULT["train_batch_size"],
+                 optimizer: str = _DEFAULT["optimizer"], train_lr: float = _DEFAULT["train_lr"],
+                 weight_decay: float = _DEFAULT["weight_decay"], augment: str = _DEFAULT["augment"],
+                 head: str = _DEFAULT["head"], max_weight: float = _DEFAULT["max_weight"]) -> None:
         for name, value in locals().items():
             if name != "self":
                 setattr(self, name, value)
@@ -166,12 +172,18 @@ class FederatedKMeans:
         self.result_ = result
         # The data's units; predict and score work in the units the method clustered.
         self.cluster_centers_ = result.original_centroids
-        self.inertia_ = float(result.score * result.n_points) if config.score == "exact" \
-            else float(sum(cluster_stats(self._standardized(X), result.centroids).inertia
-                           for X in checked))
+        if config.score == "exact":
+            self.inertia_ = float(result.score * result.n_points)
+        elif result.arrays:  # DeepFeCA's centroids are of features the rows are not
+            self.inertia_ = float("nan")
+        else:
+            self.inertia_ = float(sum(cluster_stats(self._standardized(X), result.centroids).inertia
+                                      for X in checked))
         self.n_iter_ = result.rounds
         self.history_ = list(result.history)
-        self.n_features_in_ = result.centroids.shape[1]
+        self.n_features_in_ = checked[0].shape[1] if result.arrays else result.centroids.shape[1]
+        #: DeepFeCA: the trained network's weights (its centroids are of its features).
+        self.network_ = dict(result.arrays) or None
         return self
 
     @staticmethod
@@ -197,9 +209,25 @@ class FederatedKMeans:
         """Opposite of the sum of squared distances of ``X`` to its nearest centres (higher is better)."""
         return -float(cluster_stats(self._rows(X), self.result_.centroids).inertia)
 
+    def embed(self, X: Any) -> np.ndarray:
+        """DeepFeCA: the L2-normalised features of ``X`` by the trained network.
+
+        The space of :attr:`cluster_centers_`, in which :meth:`predict` and
+        :meth:`score` measure; needs PyTorch (``pip install "fedcluster[deep]"``).
+        """
+        if getattr(self, "network_", None) is None:
+            raise AttributeError("embed() needs a model fitted with algorithm='deepfeca'")
+        from .methods.deepfeca.evaluation import network_features, network_spec_of
+
+        rows = validate_points(X, expected_dim=self.n_features_in_, source="X")
+        return network_features(self.network_, network_spec_of(self.result_.settings), rows,
+                                normalise=True)
+
     def _rows(self, X: Any) -> np.ndarray:
         if not hasattr(self, "cluster_centers_"):
             raise AttributeError("this FederatedKMeans is not fitted yet: call fit(parts) first")
+        if getattr(self, "network_", None) is not None:
+            return self.embed(X)
         return self._standardized(validate_points(X, expected_dim=self.n_features_in_, source="X"))
 
     def _standardized(self, X: np.ndarray) -> np.ndarray:

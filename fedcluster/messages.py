@@ -72,6 +72,10 @@ class ClientSummary:
         A secure-aggregation stage's values (public keys, encrypted shares,
         a masked vector; :mod:`fedcluster.privacy.secagg` checks them, not
         :func:`validate_reply`); such a reply's ``n`` is 0.
+    arrays : mapping of str to ndarray, or None
+        Named arrays of any shape and real dtype: a model's parameters (the
+        network weights of DeepFeCA). :func:`validate_reply` keeps them only
+        when the caller gives the model they must match (``arrays=``).
     """
 
     n: int
@@ -87,6 +91,7 @@ class ClientSummary:
     silhouette: float = math.nan
     sums: np.ndarray | None = None
     payload: Mapping[str, Any] | None = None
+    arrays: Mapping[str, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,10 @@ class Request:
     shift, scale : ndarray of shape (d,) or None
         The run's standardisation: the client answers about ``(X - shift) /
         scale`` (:mod:`fedcluster.preprocessing`).
+    arrays : mapping of str to ndarray, or None
+        Named arrays for the steps that take them (a model's weights, see
+        :attr:`fedcluster.methods.spec.Method.array_steps`); a request of any
+        other kind that carries some is refused by the client.
     """
 
     kind: str
@@ -112,6 +121,7 @@ class Request:
     centroids: np.ndarray | None = None
     shift: np.ndarray | None = None
     scale: np.ndarray | None = None
+    arrays: Mapping[str, np.ndarray] | None = None
 
 
 def request_setting(config: Mapping, key: str, kind: type, valid: Callable[[Any], bool]):
@@ -190,6 +200,8 @@ def validate_reply(
     dim: int | None = None,
     expect: tuple[str, ...] = (),
     all_counted: bool = False,
+    arrays: Mapping[str, np.ndarray] | None = None,
+    arrays_bound: float = MAX_MAGNITUDE,
 ) -> ClientSummary:
     """Check a client's reply and return it with every array as float64.
 
@@ -211,6 +223,10 @@ def validate_reply(
         The counts must add up to exactly the number of points (every point
         is in one cluster, as in the score request); otherwise they may add
         up to less (a client may withhold small clusters).
+    arrays : mapping of str to ndarray, optional
+        The model the reply's named arrays must match
+        (:func:`validate_named_arrays`, bounded by ``arrays_bound``); without
+        it, named arrays in a reply are dropped unread.
 
     Raises
     ------
@@ -279,7 +295,44 @@ def validate_reply(
     if "silhouette" in expect and not (math.isfinite(silhouette) and abs(silhouette) <= n):
         raise ProtocolError(f"'silhouette' must be a finite sum of {n} values in [-1, 1], "
                             f"got {silhouette!r}")
-    return ClientSummary(n=n, sse=float(sse), silhouette=float(silhouette), **values)
+    named = None if arrays is None else validate_named_arrays(summary.arrays, arrays, arrays_bound)
+    return ClientSummary(n=n, sse=float(sse), silhouette=float(silhouette), arrays=named,
+                         **values)
+
+
+def validate_named_arrays(arrays: Any, reference: Mapping[str, np.ndarray], bound: float
+                          ) -> dict[str, np.ndarray]:
+    """Check named arrays (a model's weights) against the model they update.
+
+    The names, each array's shape and each dtype must be the reference's
+    exactly; every value must be finite and at most ``bound`` in magnitude
+    (a reply that would swamp an average is refused, not clipped). Returns
+    the arrays in the reference's order.
+
+    Raises
+    ------
+    ProtocolError
+        Naming the first array that differs and how.
+    """
+    if not isinstance(arrays, Mapping):
+        raise ProtocolError("reply lacks its named arrays (the model's weights)")
+    if missing := [name for name in reference if name not in arrays]:
+        raise ProtocolError(f"named arrays lack {missing[:3]} ({len(missing)} of {len(reference)})")
+    if extra := [name for name in arrays if name not in reference]:
+        raise ProtocolError(f"named arrays hold {extra[:3]}, which the model does not have")
+    checked = {}
+    for name, want in reference.items():
+        got = arrays[name]
+        if not isinstance(got, np.ndarray) or got.dtype != want.dtype or got.shape != want.shape:
+            shown = (f"{got.dtype} {got.shape}" if isinstance(got, np.ndarray)
+                     else type(got).__name__)
+            raise ProtocolError(f"array '{name}' is {shown}, the model's is {want.dtype} {want.shape}")
+        if not np.all(np.isfinite(got)):
+            raise ProtocolError(f"array '{name}' has non-finite values")
+        if got.size and (largest := float(np.max(np.abs(got)))) > bound:
+            raise ProtocolError(f"array '{name}' has values beyond +-{bound:g} (largest {largest:.3g})")
+        checked[name] = got
+    return checked
 
 
 #: The array fields of a :class:`ClientSummary`.

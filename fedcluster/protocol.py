@@ -4,7 +4,9 @@ Every request carries the global centroids (if any) in the ``ArrayRecord``
 ``"model"`` and its parameters in the ``ConfigRecord`` ``"config"``; every reply
 carries arrays in ``"result"`` and scalars in the ``MetricRecord`` ``"metrics"``.
 Only summaries travel: centroids, per-cluster counts, sums of squared distances,
-per-feature minima and maxima, and the number of local points.
+per-feature minima and maxima, and the number of local points. Named arrays (a
+network's weights, :attr:`fedcluster.messages.Request.arrays`) travel in the
+``ArrayRecord`` ``"arrays"`` of a request or a reply, with their own dtypes.
 
 The functions below only put values into records and take them out; the
 checks of what they carry are :func:`fedcluster.messages.validate_reply` (the
@@ -25,6 +27,8 @@ MODEL_KEY = "model"
 CONFIG_KEY = "config"
 RESULT_KEY = "result"
 METRICS_KEY = "metrics"
+#: The ArrayRecord of a message's named arrays (a network's weights).
+ARRAYS_KEY = "arrays"
 
 NUM_EXAMPLES = "num-examples"
 SSE = "sse"
@@ -48,6 +52,8 @@ def make_request(request: Request, dst_node_id: int) -> Message:
     if request.shift is not None:
         content[TRANSFORM_KEY] = ArrayRecord({name: Array(np.ascontiguousarray(value)) for name, value
                                               in (("shift", request.shift), ("scale", request.scale))})
+    if request.arrays is not None:
+        content[ARRAYS_KEY] = _named_record(request.arrays)
     return Message(content=content, dst_node_id=dst_node_id, message_type=request.kind)
 
 
@@ -75,7 +81,8 @@ def read_request(msg: Message) -> Request:
         if set(record) != {"shift", "scale"}:
             raise ProtocolError("request transform must hold exactly the arrays 'shift' and 'scale'")
         transform = {name: record[name].numpy() for name in ("shift", "scale")}
-    return Request(msg.metadata.message_type, config, centroids, **transform)
+    return Request(msg.metadata.message_type, config, centroids,
+                   arrays=_named_arrays(content), **transform)
 
 
 def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = None) -> Message:
@@ -100,7 +107,20 @@ def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = 
     content = RecordDict({RESULT_KEY: ArrayRecord(arrays), METRICS_KEY: MetricRecord(metrics)})
     if summary.payload is not None:
         content[PAYLOAD_KEY] = ConfigRecord(dict(summary.payload))
+    if summary.arrays is not None:
+        content[ARRAYS_KEY] = _named_record(summary.arrays)
     return Message(content=content, reply_to=msg)
+
+
+def _named_record(arrays) -> ArrayRecord:
+    return ArrayRecord({name: Array(np.ascontiguousarray(value)) for name, value in arrays.items()})
+
+
+def _named_arrays(content: RecordDict) -> dict[str, np.ndarray] | None:
+    """The message's named arrays, unchecked, or None if it has none."""
+    if ARRAYS_KEY not in content.array_records:
+        return None
+    return {name: array.numpy() for name, array in content.array_records[ARRAYS_KEY].items()}
 
 
 def reply_sampling_key(content: RecordDict) -> int | None:
@@ -132,6 +152,7 @@ def decode_reply(content: RecordDict) -> ClientSummary:
         sse=metrics.get(SSE, math.nan),
         silhouette=metrics.get(SILHOUETTE, math.nan),
         payload=None if payload is None else dict(payload),
+        arrays=_named_arrays(content),
         **{name: arrays[name].numpy() for name in _ARRAY_NAMES if name in arrays},
     )
 

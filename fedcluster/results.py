@@ -131,6 +131,10 @@ class RunResult:
     stop_reason : str
         Why the run stopped before converging or reaching its round limit
         (a spent privacy budget); empty otherwise.
+    arrays : dict of str to numpy.ndarray
+        Named arrays of the model besides its centroids (DeepFeCA's network
+        weights; the centroids are then of its features); empty for the
+        clustering methods. Written to ``network.npz`` beside ``model.pb``.
     """
 
     algorithm: str
@@ -148,6 +152,7 @@ class RunResult:
     shift: np.ndarray | None = None
     scale: np.ndarray | None = None
     stop_reason: str = ""
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.algorithm:

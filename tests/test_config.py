@@ -136,3 +136,10 @@ def test_a_client_checks_a_request_setting_with_the_servers_declaration():
             request_option({"client-lr": bad}, FedKMeansOptions, "client-lr")
     with pytest.raises(ProtocolError, match="request config 'batch-size' has an invalid value 2.0"):
         request_option({"batch-size": 2.0}, FedKMeansOptions, "batch-size")
+
+
+def test_standardize_is_refused_with_dp_or_secure_aggregation():
+    for other in ({"dp": "central", "data-bounds": "0:1", "init": "random"},
+                  {"secure-aggregation": True, "data-bounds": "0:1", "init": "random"}):
+        with pytest.raises(ConfigError, match="standardize does not combine with dp or secure"):
+            RunConfig.from_mapping({"standardize": True, **other})

@@ -61,3 +61,23 @@ def test_no_layer_imports_one_above_it():
                        for a in above):
                     wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {target}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_fedcluster_and_every_other_method_load_no_torch():
+    """PyTorch is DeepFeCA's optional extra: the package, its apps and the other methods run without it."""
+    script = (
+        "import sys\n"
+        "import fedcluster, fedcluster.cli, fedcluster.client.app, fedcluster.server.app\n"
+        "from fedcluster.methods import METHODS\n"
+        "from fedcluster.federation.memory import InMemoryFederation\n"
+        "import numpy as np\n"
+        "X = np.random.default_rng(0).normal(size=(200, 2))\n"
+        "for name, method in METHODS.items():\n"
+        "    strategy = method.strategy(algorithm=name, k=3, num_server_rounds=2)\n"
+        "    if method.extra is None:\n"
+        "        strategy.fit(InMemoryFederation([X[:100], X[100:]]))\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'torch')\n"
+        "assert not loaded, loaded[:5]\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr

@@ -34,7 +34,8 @@ P = 2
 RUNS = [
     *[(f"dwf-{init}", {"algorithm": "dwf", "init": init}) for init in ("local-kmeans", "kfed", "random")],
     ("dwf-file", {"algorithm": "dwf", "init": "START"}),
-    *[(name, {"algorithm": name}) for name in METHODS if name != "dwf"],
+    # DeepFeCA (torch, images) has its own probe below.
+    *[(name, {"algorithm": name}) for name in METHODS if name != "dwf" and not METHODS[name].extra],
     ("fedkmeans-random", {"algorithm": "fedkmeans", "init": "random"}),
     # Privacy options (fedcluster/privacy/): the data below lies in [0, 1000]^2.
     ("dwf-secure-aggregation", {"algorithm": "dwf", "init": "random", "data-bounds": "0:1000",
@@ -145,6 +146,63 @@ def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
     for name, _ in RUNS:  # nor does any final model
         centroids = np.array(json.loads((tmp_path / f"{name}.json").read_text()))
         assert leaks([{"message_type": np.asarray(name), "model": centroids}], X, P) == []
+
+
+@pytest.mark.slow
+def test_no_deepfeca_message_holds_a_row_or_the_features_of_a_row(tmp_path):
+    """DeepFeCA's replies: feature centroids under the floor, weights of the sent network.
+
+    Digits over 3 clients, one round, in a Flower simulation: the replies hold
+    no data row, no centroid of fewer than p rows, no centroid equal to the
+    features of one row (under the network the server sent first, and the
+    final one), and the training replies hold exactly the network's weights.
+    """
+    pytest.importorskip("torch", reason="DeepFeCA needs PyTorch: pip install 'fedcluster[deep]'")
+    set_offline_env()
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    from fedcluster.methods.deepfeca.evaluation import network_features, network_spec_of
+
+    X = load_dataset("digits").X
+    parts = np.array_split(np.random.default_rng(0).permutation(len(X)), 3)
+    write_partitions(X, parts, tmp_path / "parts")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    config = RunConfig.from_mapping({"algorithm": "deepfeca", "k": 10, "num-server-rounds": 1,
+                                     "image-shape": "1,8,8", "seed": 1, "min-cluster-size": P,
+                                     "out-dir": str(tmp_path / "out")})
+    strategy = build_strategy(config)
+    results = []
+
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context):
+        results.append(strategy.fit(FlowerFederation(grid)))
+
+    run_simulation(server_app=server,
+                   client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")},
+                                               mods=[recorder(probe)]),
+                   num_supernodes=3,
+                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                   "init_args": {"log_to_driver": False}})
+    [result] = results
+    replies = recorded(probe)
+    assert {str(r["message_type"]) for r in replies} == {"query.deep_features", "train.deepfeca"}
+    spec = network_spec_of(result.settings)
+    first = strategy.initial_weights(int(np.random.default_rng([1, 0]).integers(2**31)))
+    for weights in (first, result.arrays):
+        assert leaks(replies, network_features(weights, spec, X, normalise=True), P) == []
+    assert leaks(replies, X, P) == []
+    trained = [r for r in replies if str(r["message_type"]) == "train.deepfeca"]
+    assert len(trained) == 3
+    for reply in trained:
+        assert {k.removeprefix("arrays.") for k in reply if k.startswith("arrays.")} == \
+            set(result.arrays)
+        assert int(reply["metrics.num-examples"]) >= P
+    assert leaks([{"message_type": np.asarray("deepfeca"), "model": result.centroids}],
+                 network_features(result.arrays, spec, X, normalise=True), P) == []
 
 
 def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkeypatch):

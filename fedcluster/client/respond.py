@@ -36,6 +36,10 @@ CLIENT_FAILURE = 500
 
 Step = Callable[[Any, Any, dict], ClientSummary]
 
+#: Request kind -> the step of a request that carries named arrays (a network's weights).
+ARRAY_STEPS: dict[str, Callable[[Any, Any, dict, Mapping], ClientSummary]] = {
+    kind: step for method in METHODS.values() for kind, step in method.array_steps.items()}
+
 #: Request kind -> the step that computes the reply.
 STEPS: dict[str, Step] = {
     EVALUATE: evaluate_request,
@@ -45,6 +49,7 @@ STEPS: dict[str, Step] = {
     SILHOUETTE: silhouette_request,
     SUMS: sums_request,
     **{kind: step for method in METHODS.values() for kind, step in method.steps.items()},
+    **ARRAY_STEPS,
 }
 
 _log = logger
@@ -88,7 +93,13 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
         if X.shape[1] != centroids.shape[1]:
             raise DataError(
                 f"client data has dimension {X.shape[1]}, the global model {centroids.shape[1]}")
-    summary = step(X, centroids, {**request.config, MIN_CLUSTER_SIZE_KEY: p})
+    config = {**request.config, MIN_CLUSTER_SIZE_KEY: p}
+    if request.kind in ARRAY_STEPS:
+        summary = ARRAY_STEPS[request.kind](X, centroids, config, request.arrays or {})
+    elif request.arrays is not None:
+        raise ProtocolError(f"a {request.kind!r} request carries no named arrays")
+    else:
+        summary = step(X, centroids, config)
     check_reply(X, summary, p, centroids)
     return summary
 

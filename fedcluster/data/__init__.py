@@ -5,6 +5,7 @@ on a machine without it.
 """
 
 from fedcluster.data.atomic import atomic_write
+from fedcluster.data.cifar import load_cifar10
 from fedcluster.data.datasets import (
     DATASET_NAMES,
     DATASET_PARAMS,
@@ -50,6 +51,7 @@ __all__ = [
     "Split",
     "TriebeParams",
     "atomic_write",
+    "load_cifar10",
     "load_dataset",
     "make_blobs",
     "make_ffcm_case1",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .deepfeca import DEEPFECA
 from .dwf import DWF, EWF
 from .feca import FECA_METHOD
 from .fedkmeans import FEDKMEANS
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ..strategies import ClusteringStrategy
 
 METHODS: dict[str, Method] = {m.name: m for m in (
-    DWF, EWF, FKM, KFED, AVG1, AVG2, FECA_METHOD, MAVG, FEDKMEANS,
+    DWF, EWF, FKM, KFED, AVG1, AVG2, FECA_METHOD, MAVG, FEDKMEANS, DEEPFECA,
 )}
 
 ALGORITHMS = tuple(METHODS)

@@ -36,6 +36,13 @@ class Method:
     steps : mapping
         Request kind -> client step, for the kinds only this method sends
         (the shared kinds are :data:`fedcluster.client.respond.STEPS`').
+    array_steps : mapping
+        Request kind -> client step ``(X, centroids, config, arrays)``, for
+        the kinds whose requests carry named arrays (a network's weights,
+        :attr:`fedcluster.messages.Request.arrays`).
+    extra : str, optional
+        The optional dependency group the method needs beyond the core
+        package (``pip install "fedcluster[deep]"``).
     """
 
     name: str
@@ -43,6 +50,8 @@ class Method:
     paper: str
     strategy: type
     steps: Mapping[str, Callable[[Any, Any, dict], Any]] = field(default_factory=dict)
+    array_steps: Mapping[str, Callable[[Any, Any, dict, Mapping], Any]] = field(default_factory=dict)
+    extra: str | None = None
 
     @property
     def options(self) -> type[Options]:

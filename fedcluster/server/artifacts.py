@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import math
 import os
 import re
@@ -67,6 +68,8 @@ __all__ = [
 
 MODEL_FILE = "model.pb"
 HISTORY_FILE = "history.csv"
+#: The named arrays of a model that has them (DeepFeCA's network weights), as NumPy's .npz.
+NETWORK_FILE = "network.npz"
 HISTORY_COLUMNS = (
     "restart",
     "phase",
@@ -569,7 +572,8 @@ def write_run(result: RunResult, out_dir: PathLike) -> dict[str, Path]:
     Returns
     -------
     dict
-        ``{"model": path of model.pb, "history": path of history.csv}``.
+        ``{"model": path of model.pb, "history": path of history.csv}``, and
+        ``"network"``: the path of network.npz, for a result with named arrays.
 
     Raises
     ------
@@ -587,7 +591,12 @@ def write_run(result: RunResult, out_dir: PathLike) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     history = write_history_csv(result.history, out / HISTORY_FILE)
-    return {"model": _write_bytes(data, out / MODEL_FILE), "history": history}
+    paths = {"history": history}
+    if result.arrays:  # a network's weights (DeepFeCA): NumPy's own format, loadable anywhere
+        buffer = io.BytesIO()
+        np.savez(buffer, **result.arrays)
+        paths["network"] = _write_bytes(buffer.getvalue(), out / NETWORK_FILE)
+    return {"model": _write_bytes(data, out / MODEL_FILE), **paths}
 
 
 def read_model(path: PathLike) -> RunResult:
