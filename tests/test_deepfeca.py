@@ -72,8 +72,8 @@ def test_weight_replies_must_match_the_sent_model():
 def test_a_round_over_flower_messages_equals_the_round_in_memory(digits, tmp_path):
     """The weights and feature centroids travel as ArrayRecords through the real ClientApp."""
     needs_torch()
-    from conftest import save_parts
-    from inprocess import InProcessGrid
+    from helpers import save_parts
+    from harness.inprocess import InProcessGrid
 
     from fedcluster.client.app import build_client_app
     from fedcluster.federation.flower import FlowerFederation
@@ -93,7 +93,7 @@ def test_a_request_of_another_kind_with_named_arrays_is_refused():
     from fedcluster.client.respond import respond
 
     X = np.random.default_rng(0).normal(size=(20, 2))
-    request = Request("evaluate", {"chunk-size": 64}, np.zeros((2, 2)), {"w": np.zeros(2)})
+    request = Request("evaluate", {"chunk-size": 64}, np.zeros((2, 2)), arrays={"w": np.zeros(2)})
     with pytest.raises(ProtocolError, match="carries no named arrays"):
         respond(X, request, {})
 
