@@ -25,7 +25,7 @@ from .methods import ALGORITHMS, METHODS
 from .options import INIT_METHODS, ConfigError, Options, allowed_range
 
 #: Where the clients' data is and where results go: not settings of the method.
-DATA_OPTIONS = ("out-dir", "dataset", "split", "partitions-dir")
+DATA_OPTIONS = ("out-dir", "dataset", "split", "partitions-dir", "resume-from")
 
 Algorithm = Literal[ALGORITHMS]  # type: ignore[valid-type]
 
@@ -47,6 +47,10 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
                        json_schema_extra={"allowed": SPLIT_FORMS})
     partitions_dir: str = Field(
         "", description="simulation only: directory of partition files (fedcluster partition)")
+
+    resume_from: str = Field(
+        "", description="continue the run whose checkpoint is in this directory (its out-dir, "
+        "where the ServerApp runs) or file, with the settings that began it; empty: start afresh")
 
     @field_validator("split")
     @classmethod

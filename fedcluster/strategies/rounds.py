@@ -20,6 +20,7 @@ from ..messages import ClientSummary, validate_reply
 from ..numerics import frobenius_movement
 from ..results import RoundRecord
 from .base import ClusteringStrategy, exact_score, round_record
+from .progress import Progress
 from .initialisation import initial_centroids
 
 
@@ -99,9 +100,34 @@ class RoundBasedStrategy(ClusteringStrategy):
                  else math.nan)
         return new, self.movement(new, current), score, exchange
 
-    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
-                    ) -> tuple[np.ndarray, int, bool]:
-        """Initial centroids, then rounds until the movement is below ``tol``."""
+    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord],
+                    resume: Progress | None = None) -> tuple[np.ndarray, int, bool]:
+        """Initial centroids, then rounds until the movement is below ``tol``.
+
+        The progress is reported after the initialisation (round 0, once
+        :meth:`begin` has set the method's state) and after every round.
+        With ``resume`` the restart goes on from its centroids and round.
+        """
+        if resume is not None:
+            centroids, done, converged = resume.centroids, resume.round, resume.converged
+        else:
+            centroids, done, converged = self.start_restart(federation, restart, history), 0, False
+        rounds = done
+        for t in range(done + 1, self.num_server_rounds + 1):
+            if converged:
+                break
+            rounds = t
+            centroids, movement, score, exchange = self.train_round(federation, t, centroids)
+            history.append(round_record(restart, t, "train", movement, score, exchange))
+            log(INFO, "round %d/%d: movement %.6g, score %.6g, clients %d/%d", t, self.num_server_rounds,
+                movement, score, len(exchange.accepted), len(exchange.sent))
+            converged = movement < self.tol
+            self.report_progress(restart, t, centroids, converged, history)
+        return centroids, rounds, converged
+
+    def start_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
+                      ) -> np.ndarray:
+        """The restart's starting centroids (``init``, or the explicit start), recorded and reported."""
         if self.explicit_start is not None:
             centroids, init_exchange = np.array(self.explicit_start, dtype=np.float64), None
         else:
@@ -110,14 +136,5 @@ class RoundBasedStrategy(ClusteringStrategy):
             self.checked(init_exchange, "init")
             history.append(round_record(restart, 0, "init", math.nan, math.nan, init_exchange))
         self.begin(centroids)
-        rounds, converged = 0, False
-        for t in range(1, self.num_server_rounds + 1):
-            rounds = t
-            centroids, movement, score, exchange = self.train_round(federation, t, centroids)
-            history.append(round_record(restart, t, "train", movement, score, exchange))
-            log(INFO, "round %d/%d: movement %.6g, score %.6g, clients %d/%d", t, self.num_server_rounds,
-                movement, score, len(exchange.accepted), len(exchange.sent))
-            if movement < self.tol:
-                converged = True
-                break
-        return centroids, rounds, converged
+        self.report_progress(restart, 0, centroids, False, history)
+        return centroids
