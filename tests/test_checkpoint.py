@@ -230,3 +230,63 @@ def test_a_malformed_state_entry_is_refused_by_name(written):
     path.write_text(json.dumps(envelope))
     with pytest.raises(CheckpointError, match="strategy state has no 'rng'"):
         resume_point(path, build_strategy(config), config.to_flower())
+
+
+class Renumbered(InMemoryFederation):
+    """Clients whose node ids change with every federation (as in every new simulation), their
+    sampling keys (positions) staying; ``asked`` counts the requests by kind."""
+
+    def __init__(self, parts, seed):
+        super().__init__(parts)
+        from inprocess import flower_like_node_ids
+
+        self.ids = flower_like_node_ids(len(parts), seed)
+        self.asked: dict[str, int] = {}
+
+    def node_ids(self):
+        return list(self.ids)
+
+    def ask(self, request, node_ids, timeout):
+        self.asked[request.kind] = self.asked.get(request.kind, 0) + 1
+        answers = super().ask(request, [self.ids.index(n) for n in node_ids], timeout)
+        return [type(a)(self.ids[a.node], a.summary, a.error, a.sampling_key) for a in answers]
+
+
+def test_new_node_ids_learn_their_sampling_keys_again(s1, tmp_path):
+    """Resumed over clients with new node ids, a sampled run asks their bounds once (their keys)
+    and then samples the same partitions as the uninterrupted run."""
+    from fedcluster.messages import BOUNDS
+
+    config = config_of("dwf", **{"clients-per-round": 2, "momentum": 0.3})
+    parts = parts_of(s1, 5)
+
+    def fit(seed, out, **kwargs):
+        strategy = build_strategy(config)
+        federation = Renumbered(parts, seed)
+        writer = CheckpointWriter(out, strategy.settings, config.to_flower())
+        stop = kwargs.pop("stop_after", None)
+        count = []
+
+        def checkpoint(progress):
+            writer(progress)
+            count.append(1)
+            if len(count) == stop:
+                raise Interrupted()
+
+        result = strategy.fit(federation, checkpoint=checkpoint, **kwargs)
+        return result, federation
+
+    whole, _ = fit(1, tmp_path / "whole")
+    with pytest.raises(Interrupted):
+        fit(2, tmp_path / "cut", stop_after=3)
+    strategy = build_strategy(config)
+    point = resume_point(tmp_path / "cut", strategy, config.to_flower())
+    resumed, federation = fit(3, tmp_path / "cut", resume=point)
+    assert federation.asked[BOUNDS] == 1
+    np.testing.assert_array_equal(resumed.centroids, whole.centroids)
+    # The same partitions took part in each round (node ids differ between the runs).
+    positions = [sorted(federation.ids.index(n) for n in r.participants)
+                 for r in resumed.history[3:]]
+    whole_ids = Renumbered(parts, 1).ids
+    assert positions == [sorted(whole_ids.index(n) for n in r.participants)
+                         for r in whole.history[3:]]

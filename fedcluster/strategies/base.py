@@ -24,7 +24,7 @@ import numpy as np
 
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import DETAIL, log
-from ..messages import EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
+from ..messages import BOUNDS, EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
 from ..options import Options
 from ..results import RoundRecord, RunResult
 from .progress import Progress, StateError, node_map, node_pairs, state_entry
@@ -305,6 +305,7 @@ class ClusteringStrategy:
             self._scores = list(resume.scores)
             log(INFO, "resuming at restart %d, %s", first,
                 "before its first round" if resume.round is None else f"after round {resume.round}")
+            self.relearn_sampling_keys(federation)
         self._best = best
         for restart in range(first, self.n_init):
             point = resume if resume is not None and restart == first and resume.round is not None \
@@ -326,6 +327,28 @@ class ClusteringStrategy:
         return best
 
     # -- checkpoints -------------------------------------------------------------
+    def relearn_sampling_keys(self, federation: Federation) -> None:
+        """Ask every connected client for its bounds when a resumed run must sample unknown nodes.
+
+        :meth:`sample_nodes` orders the nodes by the sampling keys their
+        replies declared, and the keys were learned under the node ids of the
+        interrupted run. A simulation draws new ids, and so does a SuperLink
+        that lost its database: then the resumed run would order (and so
+        sample) the nodes otherwise. One bounds request (it draws nothing from
+        the generator and changes no centroid) teaches the keys again before
+        the first sampled round. Nothing is asked with full participation or
+        when every connected node's key is known.
+        """
+        if not self.clients_per_round and self.participation >= 1.0:
+            return
+        nodes = self.connected_nodes(federation)
+        if all(node in self.sampling_keys for node in nodes):
+            return
+        log(INFO, "resume: %d connected node(s) of unknown sampling key; asking their bounds",
+            sum(node not in self.sampling_keys for node in nodes))
+        self.exchange(federation, BOUNDS, nodes, {}, lambda s: validate_reply(s, expect=("bounds",)),
+                      what="resume (sampling keys)")
+
     def report_progress(self, restart: int, round_: int | None, centroids: np.ndarray | None,
                         converged: bool, history: list[RoundRecord]) -> None:
         """Give the run's progress to the ``checkpoint`` function of :meth:`fit`, if any."""
