@@ -290,3 +290,52 @@ def test_new_node_ids_learn_their_sampling_keys_again(s1, tmp_path):
     whole_ids = Renumbered(parts, 1).ids
     assert positions == [sorted(whole_ids.index(n) for n in r.participants)
                          for r in whole.history[3:]]
+
+
+# -- the command lines -----------------------------------------------------------------------------
+
+def test_simulate_resume_refuses_a_missing_checkpoint_before_ray_starts(tmp_path, capsys):
+    from fedcluster.cli import main
+
+    code = main(["simulate", "--clients", "3", "--k", "15", "--resume", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"fedcluster: error: {tmp_path / CHECKPOINT_FILE}: no checkpoint to resume "
+                       "from (the run wrote none there: is this the run's out-dir?)")
+
+
+def test_submit_resume_sets_resume_from_and_out_dir():
+    from fedcluster.submit import SubmitError, resume_run_config
+
+    assert resume_run_config(["k=5"], "/r") == ["k=5", 'resume-from="/r" out-dir="/r"']
+    # An out-dir given stays: the resumed run writes there.
+    assert resume_run_config(['k=5 out-dir="/elsewhere"'], "/r") == \
+        ['k=5 out-dir="/elsewhere"', 'resume-from="/r"']
+    with pytest.raises(SubmitError, match="without quotes"):
+        resume_run_config([], '/r"x')
+
+
+@pytest.mark.slow
+def test_simulate_resume_continues_a_checkpoint_under_ray(s1, tmp_path, capsys):
+    """`fedcluster simulate --resume DIR` continues (under Ray, with new node ids) a run
+    interrupted after round 2 and ends with the uninterrupted run's centroids."""
+    from fedcluster.cli import main
+    from fedcluster.data import partition_indices
+    from fedcluster.server.artifacts import read_model
+
+    options = {"k": 15, "rounds": 5, "tol": 0.0, "momentum": 0.3, "lr": 0.9}
+    config = config_of("dwf", **{"num-server-rounds": 5, "seed": 0, "momentum": 0.3, "lr": 0.9,
+                                 "min-nodes": 3})
+    # The partitions `fedcluster simulate --clients 3 --split iid --seed 0` makes.
+    parts = [s1[i] for i in partition_indices(len(s1), 3, "iid", seed=0)]
+    whole, _ = run(config, parts, out=tmp_path / "whole")
+    with pytest.raises(Interrupted):
+        run(config, parts, out=tmp_path / "cut", stop_after=3)  # init, round 1, round 2
+    args = ["simulate", "--clients", "3", "--seed", "0", "--resume", str(tmp_path / "cut")]
+    for key, value in options.items():
+        args += [f"--{key}", str(value)]
+    assert main(args) == 0, capsys.readouterr()
+    resumed = read_model(tmp_path / "cut" / "model.pb")
+    np.testing.assert_array_equal(resumed.centroids, whole.centroids)
+    assert [(r.phase, r.round) for r in resumed.history] == \
+        [(r.phase, r.round) for r in whole.history]
