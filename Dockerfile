@@ -27,7 +27,8 @@ LABEL fedcluster.build=1
 
 # The user the processes run as; compose files may run them as another uid
 # (the host user, so that files written to bind mounts belong to them): the
-# Flower home is therefore writable by every user (sticky, like /tmp).
+# Flower home and /state (the SuperLink database's volume) are therefore
+# writable by every user (sticky, like /tmp).
 ARG FLWR_UID=1000
 ARG FLWR_GID=1000
 
@@ -48,9 +49,9 @@ RUN set -eu; \
     groupadd --gid "${FLWR_GID}" flwr; \
     useradd --uid "${FLWR_UID}" --gid flwr --home-dir /home/flwr --create-home \
         --shell /bin/sh flwr; \
-    mkdir -p /home/flwr/.flwr /app /results /data; \
-    chown flwr:flwr /home/flwr/.flwr /results; \
-    chmod 1777 /home/flwr /home/flwr/.flwr
+    mkdir -p /home/flwr/.flwr /app /results /data /state; \
+    chown flwr:flwr /home/flwr/.flwr /results /state; \
+    chmod 1777 /home/flwr /home/flwr/.flwr /state
 
 # Dependencies first: this layer stays cached while only fedcluster changes.
 COPY deploy/requirements.txt /tmp/build/requirements.txt

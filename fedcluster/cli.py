@@ -48,11 +48,20 @@ def _simulate(args: argparse.Namespace) -> int:
     _check_clients(args.clients)
     given = {key: value for key, value in vars(args).items()
              if key in RunConfig.model_fields or key.replace("-", "_") in RunConfig.model_fields}
+    # A resumed run writes its files where it left its checkpoint unless told otherwise.
+    out = args.out or args.resume or Path(RunConfig().out_dir)
     config = RunConfig.from_mapping({
         **{key: value for key, value in given.items() if value is not None},
-        "out-dir": str(args.out), "split": args.split, "dataset": args.dataset, "seed": args.seed,
-        "min-nodes": args.clients,
+        "out-dir": str(out), "split": args.split, "dataset": args.dataset, "seed": args.seed,
+        "min-nodes": args.clients, "resume-from": str(args.resume or ""),
     })
+    if args.resume is not None:  # a wrong or damaged checkpoint fails here, before Ray starts
+        from .methods import build_strategy
+        from .server.checkpoint import resume_point
+
+        resume_point(args.resume, build_strategy(config), config.to_flower())
+    if args.resume is not None and args.k_range is not None:
+        raise ConfigError("--resume continues one run; it does not combine with --k-range")
     run = k_selection_run(args.k_range, args.select)
     dataset, parts = _partitioned(args)
     n, d = dataset.X.shape
@@ -73,7 +82,7 @@ def _simulate(args: argparse.Namespace) -> int:
     print()
     if isinstance(result, KSelection):
         print(f"{result.table()}\nchosen k = {result.k} ({result.criterion}); curve: "
-              f"{Path(args.out) / 'k-selection.csv'}\n")
+              f"{out / 'k-selection.csv'}\n")
         result = result.result
     print(format_result(result))
     print(f"data: {described}")
@@ -81,7 +90,7 @@ def _simulate(args: argparse.Namespace) -> int:
         distance = centre_distance(result.original_centroids, dataset.true_centers)
         print(f"distance to the true centres of {dataset.name}: {distance:.4g} (optimal matching "
               "of centroids to centres, root of the summed squared distances)")
-    print(f"model: {Path(args.out) / 'model.pb'}  history: {Path(args.out) / 'history.csv'}")
+    print(f"model: {out / 'model.pb'}  history: {out / 'history.csv'}")
     return 0
 
 
@@ -233,8 +242,12 @@ def _parser() -> argparse.ArgumentParser:
     choose.add_argument("--select", choices=("silhouette", "elbow"), default="silhouette",
                         help="largest mean simplified silhouette, or the elbow of the SSE curve "
                         "(farthest from the chord between its ends) (default: silhouette)")
-    sim.add_argument("--out", type=Path, default=Path(RunConfig().out_dir),
-                     help=f"output directory (default: {RunConfig().out_dir})")
+    sim.add_argument("--out", type=Path, default=None,
+                     help=f"output directory (default: {RunConfig().out_dir}, or the --resume "
+                          "directory)")
+    sim.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                     help="continue the run whose checkpoint.json is in DIR (its --out), given "
+                          "the same data and method options that began it")
     sim.add_argument("--verbose", action="store_true",
                      help="show Flower's and Ray's log, the clients' log and every setting")
     shown = set(SIMULATE_OPTIONS)

@@ -25,7 +25,7 @@ from .methods import ALGORITHMS, METHODS
 from .options import INIT_METHODS, ConfigError, Options, allowed_range
 
 #: Where the clients' data is and where results go: not settings of the method.
-DATA_OPTIONS = ("out-dir", "dataset", "split", "partitions-dir")
+DATA_OPTIONS = ("out-dir", "dataset", "split", "partitions-dir", "resume-from")
 #: Settings of the run around the method (:mod:`fedcluster.preprocessing`); the model
 #: file records their effect (the transform), not the method's settings.
 RUN_OPTIONS = ("standardize",)
@@ -54,6 +54,10 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
     partitions_dir: str = Field(
         "", description="simulation only: directory of partition files (fedcluster partition)")
 
+    resume_from: str = Field(
+        "", description="continue the run whose checkpoint is in this directory (its out-dir, "
+        "where the ServerApp runs) or file, with the settings that began it; empty: start afresh")
+
     @field_validator("split")
     @classmethod
     def _valid_split(cls, value: str) -> str:
@@ -67,6 +71,10 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
         if self.standardize and (self.dp != "off" or self.secure_aggregation):
             raise ValueError("standardize does not combine with dp or secure-aggregation yet; "
                              "standardise the data before the run instead")
+        # The checkpoint holds no accountant: a resumed DP run would spend its budget again.
+        if self.resume_from and self.dp != "off":
+            raise ValueError("a dp run cannot resume from a checkpoint yet (the checkpoint does "
+                             "not hold the privacy accountant's spent budget)")
         return self
 
     def to_flower(self) -> dict[str, int | float | str | bool]:

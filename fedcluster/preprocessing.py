@@ -129,20 +129,25 @@ def federated_standardization(strategy: ClusteringStrategy, federation: Federati
 
 
 def fit_method(config: RunConfig, federation: Federation,
-               standardization: Standardization | None = None) -> RunResult:
+               standardization: Standardization | None = None, *,
+               strategy: ClusteringStrategy | None = None, **fit_options) -> RunResult:
     """Run ``config``'s method over ``federation``, standardised first if ``config.standardize``.
 
     ``standardization`` reuses a transform computed before (k selection asks
-    for the moments once for all its runs). The result records the transform:
+    for the moments once for all its runs); ``strategy`` is the method's
+    server side if it is built already, and ``fit_options`` go to its
+    :meth:`~fedcluster.strategies.ClusteringStrategy.fit` (a checkpoint to
+    resume from and a checkpoint writer). The result records the transform:
     its ``centroids`` are in standardised units, ``original_centroids`` in
-    the data's.
+    the data's. A resumed run asks for the moments again: the same rows give
+    the same transform.
     """
     from .methods import build_strategy
 
-    strategy = build_strategy(config)
+    strategy = strategy or build_strategy(config)
     if standardization is None and config.standardize:
         standardization = federated_standardization(strategy, federation)
     if standardization is None:
-        return strategy.fit(federation)
-    result = strategy.fit(StandardizedFederation(federation, standardization))
+        return strategy.fit(federation, **fit_options)
+    result = strategy.fit(StandardizedFederation(federation, standardization), **fit_options)
     return dataclasses.replace(result, shift=standardization.shift, scale=standardization.scale)

@@ -19,6 +19,10 @@ directly) and waits for the run's final status:
    ``finished:completed``, ``finished:failed`` or ``finished:stopped``, with
    the ServerApp's exception in ``status-details`` when it failed.
 
+``--resume DIR`` continues an interrupted run from the ``checkpoint.json``
+its ServerApp left in ``DIR`` (its ``out-dir``): it adds
+``resume-from="DIR"`` (and ``out-dir="DIR"`` unless given) to the run config.
+
 Exit status: 0 the run completed (and, when the SuperLink is on loopback and
 ``out-dir`` is an absolute directory here, wrote a new ``model.pb`` there); 1 the run failed,
 was stopped, did not finish within ``--timeout`` (then it is stopped with
@@ -297,6 +301,34 @@ def check_run_config(app: str | Path, run_config: Sequence[str], *, validate: bo
     except ConfigError as exc:
         raise SubmitError(one_line(str(exc)), EXIT_NOT_SUBMITTED) from None
     return dict(fused)
+
+
+def resume_run_config(run_config: Sequence[str], resume: str) -> list[str]:
+    """``run_config`` with ``resume-from`` set to ``resume``, and ``out-dir`` too unless given.
+
+    ``resume`` is the directory of the interrupted run's ``checkpoint.json``
+    (its ``out-dir``) as the ServerApp sees it; the resumed run writes its
+    files there unless the overrides name another ``out-dir``.
+
+    Raises
+    ------
+    SubmitError
+        With exit status 2: ``resume`` is empty or holds a double quote or a
+        backslash (it travels as a TOML string).
+    """
+    from flwr.common.config import parse_config_args
+
+    if not resume or '"' in resume or "\\" in resume:
+        raise SubmitError(f"--resume {resume!r}: give the run's out-dir, a path without "
+                          "quotes or backslashes", EXIT_NOT_SUBMITTED)
+    try:
+        given = parse_config_args(list(run_config) or None)
+    except Exception:  # noqa: BLE001 - the full check below names the problem
+        given = {}
+    extra = f'resume-from="{resume}"'
+    if "out-dir" not in given:
+        extra += f' out-dir="{resume}"'
+    return [*run_config, extra]
 
 
 # -- following a run -----------------------------------------------------------------------
@@ -589,6 +621,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("-c", "--run-config", action="append", default=[], metavar="CONFIG",
                         help="run-config overrides passed to flwr run, e.g. "
                              "-c 'k=15 min-nodes=3 out-dir=\"/abs/results\"' (repeatable)")
+    parser.add_argument("--resume", default=None, metavar="DIR",
+                        help="continue the interrupted run whose checkpoint.json is in DIR (its "
+                             "out-dir, a path where the ServerApp runs), with the settings that "
+                             "began it; the same as -c 'resume-from=\"DIR\" out-dir=\"DIR\"'")
     parser.add_argument("--federation-config", action="append", default=[], metavar="CONFIG",
                         help="passed to flwr run (simulation connections only; repeatable)")
     parser.add_argument("--timeout", type=float, default=0.0, metavar="SECONDS",
@@ -623,7 +659,14 @@ def submit_command(args: argparse.Namespace) -> int:
     if args.timeout < 0 or args.poll <= 0:
         print("fedcluster: error: --timeout must be >= 0 and --poll > 0", file=sys.stderr)
         return EXIT_NOT_SUBMITTED
-    return submit(args.app, args.connection, args.run_config,
+    run_config = args.run_config
+    if args.resume is not None:
+        try:
+            run_config = resume_run_config(run_config, args.resume)
+        except SubmitError as exc:
+            print(f"fedcluster: error: {exc}", file=sys.stderr)
+            return exc.code
+    return submit(args.app, args.connection, run_config,
                   federation_config=args.federation_config, timeout=args.timeout or None,
                   stream=args.stream, check=args.check, poll=args.poll)
 

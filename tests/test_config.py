@@ -143,3 +143,9 @@ def test_standardize_is_refused_with_dp_or_secure_aggregation():
                   {"secure-aggregation": True, "data-bounds": "0:1", "init": "random"}):
         with pytest.raises(ConfigError, match="standardize does not combine with dp or secure"):
             RunConfig.from_mapping({"standardize": True, **other})
+
+
+def test_a_dp_run_cannot_resume(tmp_path):
+    with pytest.raises(ConfigError, match="a dp run cannot resume from a checkpoint yet"):
+        RunConfig.from_mapping({"dp": "central", "data-bounds": "0:1", "init": "random",
+                                "resume-from": str(tmp_path)})

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import tomllib
 
 import numpy as np
@@ -264,3 +265,65 @@ def test_killed_supernode_leaves_the_run_going(image, tmp_path):
     assert silent, after  # asked, after its death, at least once
     assert f"no reply within 40 s from node(s) [{node3}]" in log \
         or f"rejected node {node3}: error reply (code 5)" in log, log
+
+
+def container_state(container: str) -> tuple[bool, int]:
+    """(running, restart count) of a container."""
+    done = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{.RestartCount}}",
+                           container], capture_output=True, text=True, check=True)
+    running, restarts = done.stdout.split()
+    return running == "true", int(restarts)
+
+
+@pytest.mark.slow
+def test_killed_superlink_container_resumes_the_run(image, tmp_path):
+    """`docker kill` of the SuperLink after round 2 of 6: the job fails loudly, the SuperNode
+    containers wait (neither exit nor restart), the SuperLink started again knows them (its
+    database volume), and the job with FEDCLUSTER_RESUME=1 ends with the uninterrupted run's
+    centroids, bit for bit, and the same participants."""
+    from fedcluster.server.checkpoint import read_checkpoint
+
+    directory = copy_project(tmp_path / "project")
+    results = directory / "results"
+    env = {"FEDCLUSTER_ROUNDS": "6",
+           "FEDCLUSTER_RUN_CONFIG": "tol=0.0 momentum=0.3 seed=4 round-timeout=60"}
+    job = ("up", "--detach", "--no-build", "--no-deps", "--force-recreate", "job")
+    with ComposeProject(directory, image, env=env) as project:
+        project.up()
+        assert project.wait("job", timeout=400) == 0, project.logs()
+        reference = read_model(results / "model.pb")
+        for name in ("model.pb", "history.csv", "checkpoint.json"):
+            (results / name).unlink()
+
+        project.compose(*job)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if (results / "checkpoint.json").exists():
+                _, progress = read_checkpoint(results)
+                if progress.round is not None and progress.round >= 2:
+                    break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"no checkpoint of round 2\n{project.logs()}")
+        subprocess.run(["docker", "kill", project.container("superlink")], check=True,
+                       capture_output=True)
+        assert project.wait("job", timeout=180) == 1, project.logs("job")
+        assert "lost the SuperLink" in project.logs("job")
+        time.sleep(10)
+        nodes = [project.container(f"supernode-{i}") for i in (1, 2, 3)]
+        assert all(container_state(c) == (True, 0) for c in nodes), project.logs()
+        _, before = read_checkpoint(results)
+        assert 2 <= before.round < 6, before
+
+        project.compose("start", "superlink")
+        project.env["FEDCLUSTER_RESUME"] = "1"
+        project.compose(*job)
+        assert project.wait("job", timeout=600) == 0, project.logs()
+        assert f"resuming at restart 0, after round {before.round}" in project.logs("job")
+        resumed = read_model(results / "model.pb")
+        assert all(container_state(c) == (True, 0) for c in nodes), project.logs()
+
+    np.testing.assert_array_equal(resumed.centroids, reference.centroids)
+    assert resumed.score == reference.score and resumed.rounds == reference.rounds == 6
+    assert [(r.round, r.participants) for r in resumed.history] == \
+        [(r.round, r.participants) for r in reference.history]

@@ -30,8 +30,8 @@ def test_every_parameter_defaults_to_the_command_lines_value():
         assert parameter.default == fields[field].default, name
     # Every method setting of the config is a parameter.
     params = set(FederatedKMeans().get_params()) | {"score"}
-    assert set(fields) - params == {"out_dir", "dataset", "split", "partitions_dir", "min_nodes",
-                                    "node_wait_timeout", "round_timeout"}
+    assert set(fields) - params == {"out_dir", "dataset", "split", "partitions_dir", "resume_from",
+                                    "min_nodes", "node_wait_timeout", "round_timeout"}
 
 
 def test_get_and_set_params_follow_scikit_learn():

@@ -13,21 +13,32 @@ from flwr.serverapp import Grid, ServerApp
 from ..config import RunConfig
 from ..federation.flower import FlowerFederation
 from ..logs import log
+from ..methods import build_strategy
 from ..preprocessing import fit_method
 from ..results import RunResult
 from .artifacts import write_run
+from .checkpoint import CheckpointWriter, resume_point
 
 
 def run_federation(grid: Grid, config: RunConfig) -> tuple[RunResult, dict[str, Path]]:
     """Run the configured method over ``grid`` and write ``model.pb`` and ``history.csv``.
+
+    After every round a checkpoint replaces ``checkpoint.json`` in ``out_dir``
+    (:mod:`.checkpoint`); with ``resume-from`` set (a directory holding one,
+    or the file) the run continues from it instead of starting afresh.
 
     ``out_dir`` is resolved against the working directory of the process that
     runs the ServerApp (a deployment's SuperExec): give an absolute path there.
     With ``standardize`` the moments request comes first
     (:func:`fedcluster.preprocessing.fit_method`).
     """
-    result = fit_method(config, FlowerFederation(grid))
-    paths = write_run(result, Path(config.out_dir).resolve())
+    strategy = build_strategy(config)
+    out_dir = Path(config.out_dir).resolve()
+    data = config.to_flower()
+    resume = resume_point(config.resume_from, strategy, data) if config.resume_from else None
+    result = fit_method(config, FlowerFederation(grid), strategy=strategy, resume=resume,
+                        checkpoint=CheckpointWriter(out_dir, strategy.settings, data))
+    paths = write_run(result, out_dir)
     log(INFO, "Wrote %s", ", ".join(str(p) for p in paths.values()))
     return result, paths
 

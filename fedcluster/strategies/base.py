@@ -24,9 +24,10 @@ import numpy as np
 
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import DETAIL, log
-from ..messages import EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
+from ..messages import BOUNDS, EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
 from ..options import Options
 from ..results import RoundRecord, RunResult
+from .progress import Progress, StateError, node_map, node_pairs, state_entry
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -84,6 +85,11 @@ class ClusteringStrategy:
         self.declared_rows: dict[int, int] = {}
         #: Node id -> the sampling key its replies declared (:meth:`sample_nodes`).
         self.sampling_keys: dict[int, int] = {}
+        #: Where :meth:`fit` reports its progress (a checkpoint writer), and the
+        #: run-level progress it reports besides a restart's own.
+        self._checkpoint: Callable[[Progress], None] | None = None
+        self._best: RunResult | None = None
+        self._scores: list[float] = []
 
     @classmethod
     def from_config(cls, config: RunConfig) -> ClusteringStrategy:
@@ -252,17 +258,36 @@ class ClusteringStrategy:
         )
 
     # -- the run ---------------------------------------------------------------
-    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
-                    ) -> tuple[np.ndarray, int, bool]:
+    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord],
+                    resume: Progress | None = None) -> tuple[np.ndarray, int, bool]:
         """Run one restart; return (centroids, rounds, converged).
 
         ``self.rng`` is the restart's generator; append one :class:`RoundRecord`
-        per request round to ``history``.
+        per request round to ``history`` and call :meth:`report_progress`
+        after each. With ``resume`` (a point inside this restart, the state
+        restored) go on from its round.
         """
         raise NotImplementedError
 
-    def fit(self, federation: Federation) -> RunResult:
+    def fit(self, federation: Federation, *, resume: Progress | None = None,
+            checkpoint: Callable[[Progress], None] | None = None) -> RunResult:
         """Run ``n_init`` restarts, score each, and keep the best.
+
+        Parameters
+        ----------
+        federation : Federation
+        resume : Progress, optional
+            Continue from this point (a checkpoint's) instead of the start:
+            the strategy's state is restored (:meth:`restore`), the restart in
+            progress goes on from its last round, and the finished restarts
+            are not run again. With the same settings and clients the result
+            is that of an uninterrupted run (bit for bit with full
+            participation; the same sampled clients, the sampler's random
+            state being part of the state).
+        checkpoint : callable, optional
+            Called with the run's :class:`Progress` after the initialisation
+            and every round of a restart, and after every scored restart; an
+            exception it raises ends the run.
 
         Raises
         ------
@@ -271,20 +296,109 @@ class ClusteringStrategy:
         """
         self.summary()
         self.wait_for_nodes(federation)
+        self._checkpoint = checkpoint
         history: list[RoundRecord] = []
         best: RunResult | None = None
-        for restart in range(self.n_init):
-            self.rng = np.random.default_rng([self.seed, restart])
-            centroids, rounds, converged = self.run_restart(federation, restart, history)
+        self._scores = []
+        first = 0
+        if resume is not None:
+            self.restore(resume.state)
+            history, best, first = list(resume.history), resume.best, resume.restart
+            self._scores = list(resume.scores)
+            log(INFO, "resuming at restart %d, %s", first,
+                "before its first round" if resume.round is None else f"after round {resume.round}")
+            self.relearn_sampling_keys(federation)
+        self._best = best
+        for restart in range(first, self.n_init):
+            point = resume if resume is not None and restart == first and resume.round is not None \
+                else None
+            if point is None:  # else the restored generator goes on where it was
+                self.rng = np.random.default_rng([self.seed, restart])
+            centroids, rounds, converged = self.run_restart(federation, restart, history, point)
             run = self.score_restart(federation, centroids, restart, rounds, converged)
+            self._scores.append(math.nan if run is None else run.score)
             if run is not None and (best is None or _key(run) < _key(best)):
                 best = run
+            self._best = best
+            self.report_progress(restart + 1, None, None, False, history)
         if best is None:
             raise RunFailed("no restart could be scored: no client answered the score requests")
         best.history = history
         log(INFO, "kept restart %d: score %.6g after %d rounds (%s)", best.best_restart, best.score,
             best.rounds, "converged" if best.converged else best.stop_reason or "round limit reached")
         return best
+
+    # -- checkpoints -------------------------------------------------------------
+    def relearn_sampling_keys(self, federation: Federation) -> None:
+        """Ask every connected client for its bounds when a resumed run must sample unknown nodes.
+
+        :meth:`sample_nodes` orders the nodes by the sampling keys their
+        replies declared, and the keys were learned under the node ids of the
+        interrupted run. A simulation draws new ids, and so does a SuperLink
+        that lost its database: then the resumed run would order (and so
+        sample) the nodes otherwise. One bounds request (it draws nothing from
+        the generator and changes no centroid) teaches the keys again before
+        the first sampled round. Nothing is asked with full participation or
+        when every connected node's key is known.
+        """
+        if not self.clients_per_round and self.participation >= 1.0:
+            return
+        nodes = self.connected_nodes(federation)
+        if all(node in self.sampling_keys for node in nodes):
+            return
+        log(INFO, "resume: %d connected node(s) of unknown sampling key; asking their bounds",
+            sum(node not in self.sampling_keys for node in nodes))
+        self.exchange(federation, BOUNDS, nodes, {}, lambda s: validate_reply(s, expect=("bounds",)),
+                      what="resume (sampling keys)")
+
+    def report_progress(self, restart: int, round_: int | None, centroids: np.ndarray | None,
+                        converged: bool, history: list[RoundRecord]) -> None:
+        """Give the run's progress to the ``checkpoint`` function of :meth:`fit`, if any."""
+        if self._checkpoint is None:
+            return
+        self._checkpoint(Progress(
+            restart=restart, round=round_,
+            centroids=None if centroids is None else np.array(centroids, dtype=np.float64),
+            converged=converged, history=list(history), best=self._best,
+            scores=list(self._scores), state=self.state()))
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint must carry of this strategy besides its settings, by name.
+
+        Here: the restart's random generator (``rng``: the bit generator's
+        state, so that a resumed run draws the same samples and seeds), and
+        what the clients' replies taught the server: each node's declared
+        number of points (``declared-rows``) and sampling key
+        (``sampling-keys``, by which :meth:`sample_nodes` orders the nodes).
+        A method with state of its own (momentum, streaks) adds its entries
+        to ``super().state()`` and reads them in :meth:`restore`. Values are
+        numpy arrays and JSON values (None, bool, int, float, str, and lists
+        and str-keyed dicts of them).
+        """
+        return {
+            "rng": self.rng.bit_generator.state,
+            "declared-rows": node_pairs(self.declared_rows),
+            "sampling-keys": node_pairs(self.sampling_keys),
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Set the state :meth:`state` returned.
+
+        Raises
+        ------
+        StateError
+            An entry is missing or malformed (the message names it).
+        """
+        rng_state = state_entry(state, "rng")
+        rng = np.random.default_rng()
+        try:
+            rng.bit_generator.state = rng_state
+        except (TypeError, ValueError, KeyError) as exc:
+            raise StateError(f"strategy state 'rng' is not the state of a "
+                             f"{type(rng.bit_generator).__name__} generator ({exc})") from None
+        self.rng = rng
+        self.declared_rows = node_map(state, "declared-rows")
+        self.sampling_keys = node_map(state, "sampling-keys")
 
     # -- the final score -------------------------------------------------------
     def score_restart(self, federation: Federation, centroids: np.ndarray, restart: int,

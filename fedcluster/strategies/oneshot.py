@@ -20,6 +20,7 @@ from ..logs import log
 from ..messages import ClientSummary
 from ..results import RoundRecord
 from .base import ClusteringStrategy, round_record
+from .progress import Progress
 from .initialisation import keep_common_dimension
 
 
@@ -34,9 +35,15 @@ class OneShotStrategy(ClusteringStrategy):
         """The global centroids from the accepted replies (None if they hold no centroid)."""
         raise NotImplementedError
 
-    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
-                    ) -> tuple[np.ndarray, int, bool]:
-        """One request to every connected client, one combination."""
+    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord],
+                    resume: Progress | None = None) -> tuple[np.ndarray, int, bool]:
+        """One request to every connected client, one combination (reported as round 1).
+
+        Resumed after that round (the only point a one-shot restart reports),
+        it returns the combined centroids, to be scored.
+        """
+        if resume is not None:
+            return resume.centroids, 1, True
         kind, settings, validate, what = self.request()
         exchange = self.exchange(federation, kind, self.connected_nodes(federation), settings,
                                  validate, what=what)
@@ -47,4 +54,5 @@ class OneShotStrategy(ClusteringStrategy):
             raise RunFailed(f"{self.algorithm}: the accepted replies held no centroid")
         log(INFO, "%s is one-shot: finished in one round with %d of %d clients, %d centroids",
             self.algorithm, len(exchange.accepted), len(exchange.sent), len(centroids))
+        self.report_progress(restart, 1, centroids, True, history)
         return centroids, 1, True

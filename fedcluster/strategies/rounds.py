@@ -22,6 +22,7 @@ from ..privacy.options import privacy_on
 from ..privacy.server import PrivateRounds, Totals
 from ..results import RoundRecord
 from .base import ClusteringStrategy, exact_score, round_record
+from .progress import Progress
 from .initialisation import initial_centroids
 
 
@@ -119,20 +120,23 @@ class RoundBasedStrategy(ClusteringStrategy):
                  else math.nan)
         return new, self.movement(new, current), score, exchange
 
-    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
-                    ) -> tuple[np.ndarray, int, bool]:
-        """Initial centroids, then rounds until the movement is below ``tol``."""
-        if self.explicit_start is not None:
-            centroids, init_exchange = np.array(self.explicit_start, dtype=np.float64), None
+    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord],
+                    resume: Progress | None = None) -> tuple[np.ndarray, int, bool]:
+        """Initial centroids, then rounds until the movement is below ``tol``.
+
+        The progress is reported after the initialisation (round 0, once
+        :meth:`begin` has set the method's state) and after every round.
+        With ``resume`` the restart goes on from its centroids and round.
+        """
+        if resume is not None:
+            centroids, done, converged = resume.centroids, resume.round, resume.converged
         else:
-            centroids, init_exchange = self.initialise(federation)
-        if init_exchange is not None:
-            self.checked(init_exchange, "init")
-            history.append(round_record(restart, 0, "init", math.nan, math.nan, init_exchange))
-        self.begin(centroids)
-        rounds, converged = 0, False
+            centroids, done, converged = self.start_restart(federation, restart, history), 0, False
+        rounds = done
         self.epsilon = math.nan
-        for t in range(1, self.num_server_rounds + 1):
+        for t in range(done + 1, self.num_server_rounds + 1):
+            if converged:
+                break
             if self.private is not None and (reason := self.private.stop_before(t)):
                 self.private.stop_reason = reason
                 log(WARNING, "stopped: %s; the centroids of round %d are kept", reason, rounds)
@@ -143,7 +147,20 @@ class RoundBasedStrategy(ClusteringStrategy):
                                         epsilon=self.epsilon))
             log(INFO, "round %d/%d: movement %.6g, score %.6g, clients %d/%d", t, self.num_server_rounds,
                 movement, score, len(exchange.accepted), len(exchange.sent))
-            if movement < self.tol:
-                converged = True
-                break
+            converged = movement < self.tol
+            self.report_progress(restart, t, centroids, converged, history)
         return centroids, rounds, converged
+
+    def start_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
+                      ) -> np.ndarray:
+        """The restart's starting centroids (``init``, or the explicit start), recorded and reported."""
+        if self.explicit_start is not None:
+            centroids, init_exchange = np.array(self.explicit_start, dtype=np.float64), None
+        else:
+            centroids, init_exchange = self.initialise(federation)
+        if init_exchange is not None:
+            self.checked(init_exchange, "init")
+            history.append(round_record(restart, 0, "init", math.nan, math.nan, init_exchange))
+        self.begin(centroids)
+        self.report_progress(restart, 0, centroids, False, history)
+        return centroids

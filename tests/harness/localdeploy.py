@@ -2,11 +2,16 @@
 
 Every process is started in its own session and stopped by its process id
 (SuperNodes first, then the SuperLink), together with the SuperExec children
-it started.
+it started. The SuperLink keeps its state in a database file
+(``--database``), so that it can be killed and started again with its nodes
+and runs (:meth:`LocalDeployment.kill_superlink`, :meth:`LocalDeployment.start_superlink`);
+the SuperNodes retry for ever meanwhile (Flower's default: no ``--max-retries``
+or ``--max-wait-time``) and go on under the node ids they had.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -53,6 +58,20 @@ def stop_group(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def group_members(pgid: int) -> list[int]:
+    """The ids of the live processes of process group ``pgid`` (zombies left out), from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return sorted(members)
+
+
 def log_tails(workdir: Path) -> str:
     """The last 4000 characters of every ``*.log`` in `workdir`, one section each."""
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
@@ -76,6 +95,10 @@ class LocalDeployment:
         self.home = workdir / "flwr-home"
         self.fleet_port = free_port()
         self.control_port = free_port()
+        self.database = workdir / "superlink.db"
+        self.superlink_starts = 0
+        #: Process groups of killed SuperLinks: whatever is left of them is killed on exit.
+        self.killed_groups: list[int] = []
         # The SuperLink and SuperNodes start `flower-superexec` children by name.
         path = os.pathsep.join([str(BIN), os.environ.get("PATH", "")])
         self.env = {**os.environ, **FLOWER_OFFLINE_ENV, "FLWR_HOME": str(self.home), "PATH": path}
@@ -94,13 +117,8 @@ class LocalDeployment:
             '[superlink.local-deployment]\n'
             f'address = "127.0.0.1:{self.control_port}"\ninsecure = true\n'
         )
-        self.superlink = self._start("superlink", [
-            str(BIN / "flower-superlink"), "--insecure",
-            "--fleet-api-address", f"127.0.0.1:{self.fleet_port}", "--port", str(self.control_port),
-        ])
         try:
-            wait_for_port(self.fleet_port, 60)
-            wait_for_port(self.control_port, 60)
+            self.start_superlink()
             for i, node_config in enumerate(self.node_configs):
                 self.supernodes.append(self._start(f"supernode-{i}", [
                     str(BIN / "flower-supernode"), "--insecure",
@@ -111,6 +129,33 @@ class LocalDeployment:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def start_superlink(self) -> subprocess.Popen:
+        """Start the SuperLink on this deployment's ports and database; wait until it listens.
+
+        Each start logs to its own file (``superlink.log``, ``superlink-2.log``, ...).
+        """
+        self.superlink_starts += 1
+        name = "superlink" if self.superlink_starts == 1 else f"superlink-{self.superlink_starts}"
+        self.superlink = self._start(name, [
+            str(BIN / "flower-superlink"), "--insecure", "--database", str(self.database),
+            "--fleet-api-address", f"127.0.0.1:{self.fleet_port}", "--port", str(self.control_port),
+        ])
+        wait_for_port(self.fleet_port, 60)
+        wait_for_port(self.control_port, 60)
+        return self.superlink
+
+    def kill_superlink(self) -> int:
+        """SIGKILL the SuperLink process alone, as a crash would; return its process group id.
+
+        Its SuperExec and the ServerApp it runs are left to notice by
+        themselves (:func:`group_members` lists who is left of the group).
+        """
+        assert self.superlink is not None and self.superlink.poll() is None
+        os.kill(self.superlink.pid, signal.SIGKILL)
+        self.superlink.wait()
+        self.killed_groups.append(self.superlink.pid)
+        return self.superlink.pid
 
     def flwr_run(self, run_config: str, timeout: float) -> subprocess.CompletedProcess:
         """Submit the fedcluster app and stream its log until the run ends."""
@@ -151,3 +196,7 @@ class LocalDeployment:
             self.stop(proc)
         if self.superlink is not None:
             self.stop(self.superlink)
+        for pgid in self.killed_groups:
+            if group_members(pgid):
+                with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                    os.killpg(pgid, signal.SIGKILL)

@@ -73,6 +73,7 @@ from ...federation.base import Exchange
 from ...logs import log
 from ...messages import ClientSummary
 from ...privacy.server import Totals
+from ...strategies.progress import state_array, state_entry
 from ...strategies.rounds import RoundBasedStrategy
 from .client import LLOYD
 from .options import DWFOptions
@@ -111,6 +112,17 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
     def begin(self, centroids: np.ndarray) -> None:
         """C(-1) = C(0): no momentum in the first round."""
         self._previous = centroids
+
+    def state(self) -> dict:
+        """The base state, the momentum's previous centroids C(t-1) and the nodes warned about."""
+        return {**super().state(), "previous": self._previous,
+                "spread-warned": sorted(self.spread_warned)}
+
+    def restore(self, state) -> None:
+        """Set :meth:`state`'s entries (C(t-1) must be a (k, d) array, or None before a restart)."""
+        super().restore(state)
+        self._previous = state_array(state, "previous", (self.k, None), optional=True)
+        self.spread_warned = {int(node) for node in state_entry(state, "spread-warned")}
 
     def checked(self, exchange: Exchange[ClientSummary], what: str) -> None:
         """Warn (once per node and run) about a client whose spread is 100 x the others' or more.

@@ -20,6 +20,7 @@ from .kernels import count_weighted_mean, reseed, small_clusters
 from ...logs import log
 from ...messages import ClientSummary
 from ...privacy.server import Totals
+from ...strategies.progress import state_array
 from ...strategies.rounds import RoundBasedStrategy
 from .client import MINIBATCH
 from .options import FedKMeansOptions
@@ -115,6 +116,16 @@ class FederatedMiniBatchKMeans(RoundBasedStrategy):
         """No momentum and no small-cluster streak at the start of a restart."""
         self._previous = centroids
         self._small_rounds = np.zeros(self.k, dtype=np.int64)
+
+    def state(self) -> dict:
+        """The base state, the momentum's previous centroids and each cluster's small-round streak."""
+        return {**super().state(), "previous": self._previous, "small-rounds": self._small_rounds}
+
+    def restore(self, state) -> None:
+        """Set :meth:`state`'s entries, checking their shapes against ``k``."""
+        super().restore(state)
+        self._previous = state_array(state, "previous", (self.k, None), optional=True)
+        self._small_rounds = state_array(state, "small-rounds", (self.k,), np.int64)
 
     def aggregate(self, current: np.ndarray, summaries: list[ClientSummary]) -> np.ndarray:
         """Gamma*, the server step with (alpha, rho), then re-seeding of starved clusters."""

@@ -21,6 +21,7 @@ from ...messages import LOCAL_KMEANS
 from ...results import RunResult
 from ...strategies.initialisation import local_kmeans_settings, validate_local_centroids
 from ...strategies.oneshot import OneShotStrategy
+from ...strategies.progress import state_array
 from .kernels import best_match_average, fill_empty_slots
 from .options import MAvgOptions
 
@@ -86,6 +87,20 @@ class MatchAveraging(OneShotStrategy):
         super().__init__(k, **settings)
         #: This restart's local centroids and counts, pooled (the candidates of empty slots).
         self._local: tuple[np.ndarray, np.ndarray] | None = None
+
+    def state(self) -> dict:
+        """The base state and the restart's pooled local centroids and counts (the score fills
+        empty slots from them)."""
+        points, counts = self._local if self._local is not None else (None, None)
+        return {**super().state(), "local-centroids": points, "local-counts": counts}
+
+    def restore(self, state) -> None:
+        """Set :meth:`state`'s entries (as many counts as local centroids)."""
+        super().restore(state)
+        points = state_array(state, "local-centroids", (None, None), optional=True)
+        counts = state_array(state, "local-counts", (None if points is None else len(points),),
+                             optional=True)
+        self._local = None if points is None or counts is None else (points, counts)
 
     def request(self):
         """Every connected client's local k'-means centroids and counts."""

@@ -1,0 +1,341 @@
+"""Checkpoints in memory: a run interrupted and resumed gives the uninterrupted run's result.
+
+Every method runs over :class:`~fedcluster.federation.memory.InMemoryFederation`
+three times: uninterrupted; interrupted right after a given checkpoint was
+written (the checkpoint function raises); and resumed, by a new strategy,
+from the ``checkpoint.json`` the interrupted run left. The resumed result
+must equal the uninterrupted one bit for bit, history included. Damaged
+checkpoints and checkpoints of other settings are refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import fedcluster
+from fedcluster.config import RunConfig
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.methods import METHODS, build_strategy
+from fedcluster.server.checkpoint import (CHECKPOINT_FILE, CheckpointError, CheckpointWriter,
+                                          read_checkpoint, resume_point)
+
+
+class Interrupted(Exception):
+    """The coordinator 'died' right after a checkpoint was written."""
+
+
+def parts_of(s1, n=4, seed=0):
+    order = np.random.default_rng(seed).permutation(len(s1))
+    return [s1[np.sort(chunk)] for chunk in np.array_split(order, n)]
+
+
+def config_of(algorithm, **settings) -> RunConfig:
+    base = {"algorithm": algorithm, "k": 15, "seed": 7, "num-server-rounds": 6, "tol": 0.0}
+    if algorithm in ("dwf", "ewf", "fedkmeans"):  # momentum: state carried from round to round
+        base["momentum"] = 0.3
+    if algorithm == "fedkmeans":  # small batches: several rounds of real change, re-seeding
+        base.update({"batch-size": 64, "reseed-patience": 2, "reseed-fraction": 0.05})
+    return RunConfig.from_mapping({**base, **settings})
+
+
+def run(config, parts, *, out=None, stop_after=None, resume=False):
+    """One run over ``parts``; checkpoints into ``out``; raise Interrupted after the
+    ``stop_after``-th checkpoint (1-based); with ``resume`` continue from ``out``."""
+    strategy = build_strategy(config)
+    writes = []
+    writer = None
+    if out is not None:
+        inner = CheckpointWriter(out, strategy.settings, config.to_flower())
+
+        def writer(progress):
+            inner(progress)
+            writes.append((progress.restart, progress.round))
+            if stop_after is not None and len(writes) == stop_after:
+                raise Interrupted(writes[-1])
+
+    point = resume_point(out, strategy, config.to_flower()) if resume else None
+    return strategy.fit(InMemoryFederation(parts), resume=point, checkpoint=writer), writes
+
+
+def assert_same_result(resumed, whole):
+    np.testing.assert_array_equal(resumed.centroids, whole.centroids)
+    np.testing.assert_array_equal(resumed.counts, whole.counts)
+    assert resumed.score == whole.score or (math.isnan(resumed.score) and math.isnan(whole.score))
+    assert (resumed.rounds, resumed.converged, resumed.best_restart) == \
+        (whole.rounds, whole.converged, whole.best_restart)
+    assert resumed.settings == whole.settings
+    assert len(resumed.history) == len(whole.history)
+    for mine, theirs in zip(resumed.history, whole.history):
+        assert (mine.restart, mine.round, mine.phase, mine.participants) == \
+            (theirs.restart, theirs.round, theirs.phase, theirs.participants)
+        for name in ("movement", "score"):
+            a, b = getattr(mine, name), getattr(theirs, name)
+            assert a == b or (math.isnan(a) and math.isnan(b)), (mine, theirs)
+
+
+def interrupted_and_resumed(config, parts, tmp_path, stop_after):
+    whole, writes = run(config, parts, out=tmp_path / "whole")
+    assert stop_after < len(writes), writes
+    with pytest.raises(Interrupted):
+        run(config, parts, out=tmp_path / "cut", stop_after=stop_after)
+    resumed, _ = run(config, parts, out=tmp_path / "cut", resume=True)
+    return whole, resumed, writes
+
+
+@pytest.mark.parametrize("algorithm", sorted(METHODS))
+def test_resumed_run_equals_the_uninterrupted_run(algorithm, s1, tmp_path):
+    """Every method: stop after round 3 of 6 (one-shot: after its round), resume, compare."""
+    config = config_of(algorithm)
+    parts = parts_of(s1)
+    whole, writes = run(config, parts, out=tmp_path / "whole")
+    # The checkpoint after round 3 (round-based) or after the one round (one-shot).
+    cut = writes.index((0, 3)) + 1 if (0, 3) in writes else writes.index((0, 1)) + 1
+    with pytest.raises(Interrupted):
+        run(config, parts, out=tmp_path / "cut", stop_after=cut)
+    _, progress = read_checkpoint(tmp_path / "cut")
+    assert (progress.restart, progress.round) == writes[cut - 1]
+    resumed, more = run(config, parts, out=tmp_path / "cut", resume=True)
+    assert_same_result(resumed, whole)
+    assert more == writes[cut:]  # it went on from there, repeating no round
+    # The final checkpoint says the run is over: the restart after the last.
+    _, final = read_checkpoint(tmp_path / "cut")
+    assert (final.restart, final.round) == (1, None)
+    np.testing.assert_array_equal(final.best.centroids, whole.centroids)
+
+
+@pytest.mark.parametrize("algorithm", ["dwf", "fedkmeans", "ffcm-avg2", "fkm"])
+def test_sampled_rounds_draw_the_same_clients_after_a_resume(algorithm, s1, tmp_path):
+    """With 2 of 5 clients per round the resumed run samples the same clients (the generator's
+    state is in the checkpoint) and ends with the same centroids."""
+    config = config_of(algorithm, **{"clients-per-round": 2})
+    whole, resumed, _ = interrupted_and_resumed(config, parts_of(s1, 5), tmp_path, stop_after=3)
+    assert_same_result(resumed, whole)
+    assert {len(r.participants) for r in whole.history if r.phase == "train"} == {2}
+    assert len({r.participants for r in whole.history if r.phase == "train"}) > 1
+
+
+@pytest.mark.parametrize("cut", range(1, 9))
+def test_restarts_resume_at_every_checkpoint(cut, s1, tmp_path):
+    """n_init = 2 with 3 rounds each: every checkpoint (mid-restart, between restarts) resumes
+    to the same best restart."""
+    config = config_of("dwf", **{"n-init": 2, "num-server-rounds": 3, "momentum": 0.2})
+    whole, resumed, writes = interrupted_and_resumed(config, parts_of(s1), tmp_path, cut)
+    assert len(writes) == 10  # (init + 3 rounds + scored) x 2
+    assert_same_result(resumed, whole)
+
+
+def test_checkpoint_records_what_a_run_needs(s1, tmp_path):
+    config = config_of("dwf", **{"n-init": 2, "num-server-rounds": 2, "momentum": 0.5})
+    with pytest.raises(Interrupted):
+        run(config, parts_of(s1), out=tmp_path, stop_after=5)  # restart 1, after init
+    envelope = json.loads((tmp_path / CHECKPOINT_FILE).read_text())
+    body = envelope["body"]
+    assert envelope["format"] == "fedcluster-checkpoint" and envelope["format-version"] == 1
+    assert (body["restart"], body["round"], body["fedcluster-version"]) == \
+        (1, 0, fedcluster.__version__)
+    assert body["settings"]["momentum"] == 0.5 and body["data"] == {"dataset": "s1", "split": "iid"}
+    assert set(body["state"]) == {"rng", "declared-rows", "sampling-keys", "previous",
+                                  "spread-warned"}
+    assert body["state"]["rng"]["bit_generator"] == "PCG64"
+    assert body["best"] is not None and len(body["scores"]) == 1
+    _, progress = read_checkpoint(tmp_path)
+    assert progress.best.best_restart == 0
+    assert [(r.restart, r.phase) for r in progress.history] == \
+        [(0, "init"), (0, "train"), (0, "train"), (1, "init")]
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def written(s1, tmp_path):
+    config = config_of("dwf", **{"num-server-rounds": 3})
+    with pytest.raises(Interrupted):
+        run(config, parts_of(s1), out=tmp_path, stop_after=2)
+    return config, tmp_path / CHECKPOINT_FILE
+
+
+def test_a_checkpoint_of_other_settings_is_refused_naming_them(written):
+    config, path = written
+    other = config_of("dwf", **{"num-server-rounds": 3, "lr": 0.5, "seed": 8})
+    with pytest.raises(CheckpointError) as info:
+        resume_point(path.parent, build_strategy(other), other.to_flower())
+    text = str(info.value)
+    assert text.startswith(str(path)) and "lr: checkpoint 1.0, this run 0.5" in text
+    assert "seed: checkpoint 7, this run 8" in text and "k:" not in text
+
+
+def test_other_data_or_method_is_refused(written):
+    config, path = written
+    split = RunConfig.from_mapping({**config.to_flower(), "split": "dirichlet:0.5"})
+    with pytest.raises(CheckpointError, match=r"split: checkpoint 'iid', this run 'dirichlet:0.5'"):
+        resume_point(path, build_strategy(split), split.to_flower())
+    ewf = RunConfig.from_mapping({**config.to_flower(), "algorithm": "ewf"})
+    with pytest.raises(CheckpointError, match="algorithm: checkpoint 'dwf', this run 'ewf'"):
+        resume_point(path, build_strategy(ewf), ewf.to_flower())
+
+
+def test_waiting_settings_may_change_on_resume(written):
+    config, path = written
+    patient = RunConfig.from_mapping({**config.to_flower(), "round-timeout": 900.0,
+                                      "node-wait-timeout": 600.0, "min-nodes": 2})
+    assert resume_point(path, build_strategy(patient), patient.to_flower()).round == 1
+
+
+def test_another_fedcluster_version_is_refused(written, monkeypatch):
+    config, path = written
+    monkeypatch.setattr(fedcluster, "__version__", "99.0")
+    with pytest.raises(CheckpointError, match=r"written by fedcluster .*, this is 99.0"):
+        resume_point(path, build_strategy(config), config.to_flower())
+
+
+def test_damaged_checkpoints_are_refused_naming_the_file(written):
+    config, path = written
+    good = path.read_text()
+
+    def refused(text, pattern):
+        path.write_text(text)
+        with pytest.raises(CheckpointError, match=pattern) as info:
+            resume_point(path, build_strategy(config), config.to_flower())
+        assert str(info.value).startswith(str(path))
+
+    refused(good[: len(good) // 2], "does not parse as JSON")
+    refused("", "does not parse as JSON")
+    refused(json.dumps({"some": "json"}), "not a fedcluster checkpoint")
+    envelope = json.loads(good)
+    envelope["body"]["round"] = 2  # edited by hand: the checksum no longer matches
+    refused(json.dumps(envelope), "damaged checkpoint: the SHA-256")
+    newer = json.loads(good)
+    newer["format-version"] = 2
+    refused(json.dumps(newer), "format version 2")
+    path.unlink()
+    with pytest.raises(CheckpointError, match="no checkpoint to resume from"):
+        resume_point(path.parent, build_strategy(config), config.to_flower())
+
+
+def test_a_malformed_state_entry_is_refused_by_name(written):
+    """A checkpoint whose checksum matches but whose state the strategy cannot take."""
+    import hashlib
+
+    from fedcluster.server.checkpoint import _canonical
+
+    config, path = written
+    envelope = json.loads(path.read_text())
+    envelope["body"]["state"]["previous"] = None
+    del envelope["body"]["state"]["rng"]
+    envelope["sha256"] = hashlib.sha256(_canonical(envelope["body"])).hexdigest()
+    path.write_text(json.dumps(envelope))
+    with pytest.raises(CheckpointError, match="strategy state has no 'rng'"):
+        resume_point(path, build_strategy(config), config.to_flower())
+
+
+class Renumbered(InMemoryFederation):
+    """Clients whose node ids change with every federation (as in every new simulation), their
+    sampling keys (positions) staying; ``asked`` counts the requests by kind."""
+
+    def __init__(self, parts, seed):
+        super().__init__(parts)
+        from inprocess import flower_like_node_ids
+
+        self.ids = flower_like_node_ids(len(parts), seed)
+        self.asked: dict[str, int] = {}
+
+    def node_ids(self):
+        return list(self.ids)
+
+    def ask(self, request, node_ids, timeout):
+        self.asked[request.kind] = self.asked.get(request.kind, 0) + 1
+        answers = super().ask(request, [self.ids.index(n) for n in node_ids], timeout)
+        return [type(a)(self.ids[a.node], a.summary, a.error, a.sampling_key) for a in answers]
+
+
+def test_new_node_ids_learn_their_sampling_keys_again(s1, tmp_path):
+    """Resumed over clients with new node ids, a sampled run asks their bounds once (their keys)
+    and then samples the same partitions as the uninterrupted run."""
+    from fedcluster.messages import BOUNDS
+
+    config = config_of("dwf", **{"clients-per-round": 2, "momentum": 0.3})
+    parts = parts_of(s1, 5)
+
+    def fit(seed, out, **kwargs):
+        strategy = build_strategy(config)
+        federation = Renumbered(parts, seed)
+        writer = CheckpointWriter(out, strategy.settings, config.to_flower())
+        stop = kwargs.pop("stop_after", None)
+        count = []
+
+        def checkpoint(progress):
+            writer(progress)
+            count.append(1)
+            if len(count) == stop:
+                raise Interrupted()
+
+        result = strategy.fit(federation, checkpoint=checkpoint, **kwargs)
+        return result, federation
+
+    whole, _ = fit(1, tmp_path / "whole")
+    with pytest.raises(Interrupted):
+        fit(2, tmp_path / "cut", stop_after=3)
+    strategy = build_strategy(config)
+    point = resume_point(tmp_path / "cut", strategy, config.to_flower())
+    resumed, federation = fit(3, tmp_path / "cut", resume=point)
+    assert federation.asked[BOUNDS] == 1
+    np.testing.assert_array_equal(resumed.centroids, whole.centroids)
+    # The same partitions took part in each round (node ids differ between the runs).
+    positions = [sorted(federation.ids.index(n) for n in r.participants)
+                 for r in resumed.history[3:]]
+    whole_ids = Renumbered(parts, 1).ids
+    assert positions == [sorted(whole_ids.index(n) for n in r.participants)
+                         for r in whole.history[3:]]
+
+
+# -- the command lines -----------------------------------------------------------------------------
+
+def test_simulate_resume_refuses_a_missing_checkpoint_before_ray_starts(tmp_path, capsys):
+    from fedcluster.cli import main
+
+    code = main(["simulate", "--clients", "3", "--k", "15", "--resume", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"fedcluster: error: {tmp_path / CHECKPOINT_FILE}: no checkpoint to resume "
+                       "from (the run wrote none there: is this the run's out-dir?)")
+
+
+def test_submit_resume_sets_resume_from_and_out_dir():
+    from fedcluster.submit import SubmitError, resume_run_config
+
+    assert resume_run_config(["k=5"], "/r") == ["k=5", 'resume-from="/r" out-dir="/r"']
+    # An out-dir given stays: the resumed run writes there.
+    assert resume_run_config(['k=5 out-dir="/elsewhere"'], "/r") == \
+        ['k=5 out-dir="/elsewhere"', 'resume-from="/r"']
+    with pytest.raises(SubmitError, match="without quotes"):
+        resume_run_config([], '/r"x')
+
+
+@pytest.mark.slow
+def test_simulate_resume_continues_a_checkpoint_under_ray(s1, tmp_path, capsys):
+    """`fedcluster simulate --resume DIR` continues (under Ray, with new node ids) a run
+    interrupted after round 2 and ends with the uninterrupted run's centroids."""
+    from fedcluster.cli import main
+    from fedcluster.data import partition_indices
+    from fedcluster.server.artifacts import read_model
+
+    options = {"k": 15, "rounds": 5, "tol": 0.0, "momentum": 0.3, "lr": 0.9}
+    config = config_of("dwf", **{"num-server-rounds": 5, "seed": 0, "momentum": 0.3, "lr": 0.9,
+                                 "min-nodes": 3})
+    # The partitions `fedcluster simulate --clients 3 --split iid --seed 0` makes.
+    parts = [s1[i] for i in partition_indices(len(s1), 3, "iid", seed=0)]
+    whole, _ = run(config, parts, out=tmp_path / "whole")
+    with pytest.raises(Interrupted):
+        run(config, parts, out=tmp_path / "cut", stop_after=3)  # init, round 1, round 2
+    args = ["simulate", "--clients", "3", "--seed", "0", "--resume", str(tmp_path / "cut")]
+    for key, value in options.items():
+        args += [f"--{key}", str(value)]
+    assert main(args) == 0, capsys.readouterr()
+    resumed = read_model(tmp_path / "cut" / "model.pb")
+    np.testing.assert_array_equal(resumed.centroids, whole.centroids)
+    assert [(r.phase, r.round) for r in resumed.history] == \
+        [(r.phase, r.round) for r in whole.history]

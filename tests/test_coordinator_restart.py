@@ -1,0 +1,91 @@
+"""The coordinator dies mid-run: a loopback deployment whose SuperLink is SIGKILLed after round 2.
+
+One SuperLink (with its ``--database``) and three SuperNodes run DWF for 6
+rounds twice: once uninterrupted, once with the SuperLink killed (SIGKILL, as
+a crash) as soon as the ServerApp's checkpoint says round 2 is done. Then:
+``fedcluster submit`` of the interrupted run fails loudly, nothing of the
+SuperLink's process group (its SuperExec, the ``flwr-serverapp`` process)
+outlives it, the SuperNodes wait for the SuperLink instead of exiting, and
+once it is started again on the same database ``fedcluster submit --resume``
+finishes the run with the uninterrupted run's centroids, bit for bit, and the
+same rounds and participants (the SuperNodes keep their node ids).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from fedcluster.data import load_dataset, partition_indices, write_partitions
+from fedcluster.server.artifacts import read_model
+from fedcluster.server.checkpoint import CHECKPOINT_FILE, read_checkpoint
+from localdeploy import LocalDeployment, group_members
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = {"algorithm": "dwf", "k": 15, "num-server-rounds": 6, "local-steps": 2, "lr": 0.9,
+            "momentum": 0.3, "seed": 4, "tol": 0.0, "min-nodes": 3, "round-timeout": 60.0}
+
+
+def run_config(**extra) -> str:
+    return " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
+                    for k, v in {**SETTINGS, **extra}.items())
+
+
+def wait_for_round(out, round_: int, proc, deployment, timeout: float = 300):
+    """Poll the checkpoint until it records ``round_`` (every read must succeed once it exists)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (out / CHECKPOINT_FILE).exists():
+            _, progress = read_checkpoint(out)  # never a partial file: written atomically
+            if progress.round is not None and progress.round >= round_:
+                return progress
+        assert proc.poll() is None, proc.communicate()[0] + deployment.logs()
+        time.sleep(0.05)
+    raise AssertionError(f"no checkpoint of round {round_} within {timeout} s\n{deployment.logs()}")
+
+
+def test_killed_superlink_resumes_to_the_uninterrupted_result(tmp_path):
+    data = load_dataset("s1")
+    parts = partition_indices(len(data.X), 3, "dirichlet:0.5", labels=data.labels, seed=4)
+    files = write_partitions(data.X, parts, tmp_path / "parts")
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    with LocalDeployment(tmp_path / "processes", [f'data-path="{f}"' for f in files]) as deployment:
+        done = deployment.submit("-c", run_config(**{"out-dir": str(whole)}), timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
+
+        follow = deployment.start_submit("-c", run_config(**{"out-dir": str(cut)}))
+        at_kill = wait_for_round(cut, 2, follow, deployment)
+        group = deployment.kill_superlink()
+        out, err = follow.communicate(timeout=180)
+        assert follow.returncode == 1, out + err
+        assert "lost the SuperLink" in err.strip().splitlines()[-1], err
+
+        # Nothing of the killed SuperLink's group lives on (SuperExec, flwr-serverapp).
+        deadline = time.monotonic() + 30
+        while group_members(group) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not group_members(group), (group_members(group), deployment.logs())
+        # The SuperNodes wait for their SuperLink.
+        time.sleep(5)
+        assert all(node.poll() is None for node in deployment.supernodes), deployment.logs()
+        _, before = read_checkpoint(cut)
+        assert 2 <= before.round < 6 and before.round >= at_kill.round, before
+
+        deployment.start_superlink()
+        done = deployment.submit("--resume", str(cut), "-c", run_config(), timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
+        assert f"resuming at restart 0, after round {before.round}" in done.stdout, done.stdout
+        log = deployment.logs()
+
+    reference, resumed = read_model(whole / "model.pb"), read_model(cut / "model.pb")
+    np.testing.assert_array_equal(resumed.centroids, reference.centroids)
+    np.testing.assert_array_equal(resumed.counts, reference.counts)
+    assert resumed.score == reference.score and resumed.rounds == reference.rounds == 6
+    assert [(r.phase, r.round, r.participants, r.clients_answered) for r in resumed.history] == \
+        [(r.phase, r.round, r.participants, r.clients_answered) for r in reference.history]
+    assert all(len(r.participants) == 3 for r in resumed.history)
+    # The SuperNodes reconnected by themselves (Flower's retries), under the ids they had.
+    assert "Connection successful after" in log, log
