@@ -86,7 +86,11 @@ def interrupted_and_resumed(config, parts, tmp_path, stop_after):
     return whole, resumed, writes
 
 
-@pytest.mark.parametrize("algorithm", sorted(METHODS))
+#: deepfeca writes no checkpoint (its network is not part of one yet; RunConfig refuses it).
+RESUMABLE = sorted(set(METHODS) - {"deepfeca"})
+
+
+@pytest.mark.parametrize("algorithm", RESUMABLE)
 def test_resumed_run_equals_the_uninterrupted_run(algorithm, s1, tmp_path):
     """Every method: stop after round 3 of 6 (one-shot: after its round), resume, compare."""
     config = config_of(algorithm)
@@ -137,7 +141,7 @@ def test_checkpoint_records_what_a_run_needs(s1, tmp_path):
     assert envelope["format"] == "fedcluster-checkpoint" and envelope["format-version"] == 1
     assert (body["restart"], body["round"], body["fedcluster-version"]) == \
         (1, 0, fedcluster.__version__)
-    assert body["settings"]["momentum"] == 0.5 and body["data"] == {"dataset": "s1", "split": "iid"}
+    assert body["settings"]["momentum"] == 0.5 and body["data"] == {"dataset": "s1", "split": "iid", "standardize": False}
     assert set(body["state"]) == {"rng", "declared-rows", "sampling-keys", "previous",
                                   "spread-warned"}
     assert body["state"]["rng"]["bit_generator"] == "PCG64"
@@ -238,7 +242,7 @@ class Renumbered(InMemoryFederation):
 
     def __init__(self, parts, seed):
         super().__init__(parts)
-        from inprocess import flower_like_node_ids
+        from harness.inprocess import flower_like_node_ids
 
         self.ids = flower_like_node_ids(len(parts), seed)
         self.asked: dict[str, int] = {}

@@ -21,7 +21,7 @@ import pytest
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.server.artifacts import read_model
 from fedcluster.server.checkpoint import CHECKPOINT_FILE, read_checkpoint
-from localdeploy import LocalDeployment, group_members
+from harness.localdeploy import LocalDeployment, group_members
 
 pytestmark = pytest.mark.slow
 

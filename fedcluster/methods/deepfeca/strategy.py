@@ -73,6 +73,7 @@ from ...logs import log
 from ...messages import ClientSummary, validate_reply
 from ...results import RoundRecord, RunResult
 from ...strategies.base import ClusteringStrategy, round_record
+from ...strategies.progress import Progress
 from .client import DEEP_TRAIN, ROUND_SEED
 from .federation import FeatureFederation, WithArrays
 from .options import DeepFeCAOptions, parse_shape
@@ -160,9 +161,15 @@ class DeepFeCA(ClusteringStrategy):
             t, self.num_server_rounds, len(centroids), movement, len(exchange.accepted),
             len(exchange.sent))
 
-    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
-                    ) -> tuple[np.ndarray, int, bool]:
-        """T rounds of Algorithm 6, then the centroids of the final network's features."""
+    def run_restart(self, federation: Federation, restart: int, history: list[RoundRecord],
+                    resume: Progress | None = None) -> tuple[np.ndarray, int, bool]:
+        """T rounds of Algorithm 6, then the centroids of the final network's features.
+
+        It reports no progress, so no checkpoint is written: the network's
+        weights are not part of a checkpoint yet, and a run cannot resume.
+        """
+        if resume is not None:
+            raise RunFailed("deepfeca cannot resume from a checkpoint yet")
         self.weights = self.initial_weights(
             int(np.random.default_rng([self.seed, restart]).integers(2**31)))
         for t in range(1, self.num_server_rounds + 1):
