@@ -71,6 +71,10 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
         if self.standardize and (self.dp != "off" or self.secure_aggregation):
             raise ValueError("standardize does not combine with dp or secure-aggregation yet; "
                              "standardise the data before the run instead")
+        # DeepFeCA's centroids are of the network's features, not of the standardised rows.
+        if self.standardize and self.algorithm == "deepfeca":
+            raise ValueError("standardize does not combine with deepfeca (its centroids are "
+                             "of the network's features); standardise the data before the run")
         # The checkpoint holds no accountant: a resumed DP run would spend its budget again.
         if self.resume_from and self.dp != "off":
             raise ValueError("a dp run cannot resume from a checkpoint yet (the checkpoint does "

@@ -149,3 +149,8 @@ def test_a_dp_run_cannot_resume(tmp_path):
     with pytest.raises(ConfigError, match="a dp run cannot resume from a checkpoint yet"):
         RunConfig.from_mapping({"dp": "central", "data-bounds": "0:1", "init": "random",
                                 "resume-from": str(tmp_path)})
+
+
+def test_standardize_is_refused_with_deepfeca():
+    with pytest.raises(ConfigError, match="standardize does not combine with deepfeca"):
+        RunConfig.from_mapping({"standardize": True, "algorithm": "deepfeca"})

@@ -33,8 +33,13 @@ def free_port() -> int:
 
 
 def run_config_text(values: dict) -> str:
-    """``values`` as the text of ``flwr run -c``: strings quoted (TOML), numbers as they are."""
-    return " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}" for k, v in values.items())
+    """``values`` as the text of ``flwr run -c``: strings quoted, booleans lower-case (TOML)."""
+    def toml(value) -> str:
+        if isinstance(value, str):
+            return f'"{value}"'
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return " ".join(f"{key}={toml(value)}" for key, value in values.items())
 
 
 def wait_for_port(port: int, timeout: float) -> None:
