@@ -5,7 +5,10 @@ where the data is:
 
 * NumPy arrays: the fused numba kernel of :mod:`._lloyd_numba`, on all cores,
   which reads each row once; its extra memory is a bounded number of (k, d)
-  slots and tiles of rows per thread, whatever the number of samples.
+  slots and tiles of rows per thread, whatever the number of samples. Its
+  scores come from direct loops at small k, and from a BLAS matrix product
+  per tile of rows at large k (:func:`use_product`, where the crossover was
+  measured).
 * CuPy arrays (a GPU): array operations on blocks of at least
   :data:`GPU_MIN_BLOCK_ROWS` rows; everything stays on the device and only
   the (k, d) sums, the counts and the inertia come back.
@@ -17,7 +20,9 @@ the inertia of the pass, not by a separate pass over the data.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -112,6 +117,73 @@ KERNEL_MIN_BLOCK_ROWS = 1024
 #: Bound on the blocks' (k, d) float64 slots together.
 KERNEL_SLOT_BYTES = 32 << 20
 
+#: Fewest centroids for which the kernel scores by a matrix product
+#: (:func:`use_product`). Above every k the committed benchmark grids use
+#: (at most 100, MNIST's k-means non-IID split), so their passes keep the
+#: direct loops bit for bit, although the product already wins at k = 64
+#: where d >= 32.
+PRODUCT_MIN_CLUSTERS = 128
+#: Fewest features for the matrix product: below, BLAS's product is too thin
+#: (its depth is d) to beat the direct row-lane loop, which keeps a row's
+#: scores in registers.
+PRODUCT_MIN_FEATURES = 32
+
+
+def use_product(n_clusters: int, n_features: int) -> bool:
+    """Whether the kernel scores by a BLAS matrix product (else by its direct loops).
+
+    The product (``-2 C X^T`` per tile of 256 rows, then a vector argmin,
+    :mod:`._lloyd_numba`) runs BLAS's blocked product, which is faster per
+    multiply-add than the direct loops once the product is deep enough (d)
+    and wide enough (k). Measured crossover (``perf.py crossover``: one
+    thread, CPU time, best of 3, product / direct, float32 and float64, k in
+    64..1024; 2-core AMD EPYC, load 11-13): the product wins at d >= 32
+    (0.4-0.9, one cell of 32 at 1.03), is mixed at d = 16 (0.80-1.18) and
+    loses or ties at d <= 8 (0.87-1.59); it wins most over the feature-lane
+    loop (d > 64: 0.39-0.82). Hence d >= :data:`PRODUCT_MIN_FEATURES` = 32,
+    and k >= :data:`PRODUCT_MIN_CLUSTERS` = 128 for the grids' sake (above).
+    """
+    return n_clusters >= PRODUCT_MIN_CLUSTERS and n_features >= PRODUCT_MIN_FEATURES
+
+
+class _OneBlasThread:
+    """A context in which BLAS runs on one thread: the product loop's, on numba's threads.
+
+    Each numba thread calls BLAS for its own tile; a BLAS with threads of
+    its own would put two thread pools on the same cores (measured 12 to 15
+    times slower, ``perf.py spin``). threadpoolctl's controller is made once
+    (listing the loaded libraries costs about 4 ms), after the kernel has
+    loaded SciPy's BLAS, the one numba calls; a limit then costs about
+    25 us. Nested and concurrent passes share one limit: the first in sets
+    it, the last out restores BLAS's threads.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._controller: Any = None
+        self._limiter: Any = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                if self._controller is None:
+                    from threadpoolctl import ThreadpoolController
+
+                    self._controller = ThreadpoolController().select(user_api="blas")
+                self._limiter = self._controller.limit(limits=1)
+            self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+
+
+_one_blas_thread = _OneBlasThread()
+
 
 def _check_finite_after(X: Any, inertia: float) -> None:
     """Raise if `X` holds NaN or infinity, given the inertia of a pass over it.
@@ -184,6 +256,8 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
 
     n, d = X.shape
     k = centroids.shape[0]
+    product = use_product(k, d)
+    loop = _kernel.score_loop(d, product)
     # The scores run in X's dtype, so float32 data keeps float32 speed; the
     # squared distances are exact differences in float64 either way. Scaling
     # by -2 is exact.
@@ -200,7 +274,6 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
     labels = np.empty(n if keep_rows else 0, dtype=np.int64)
     sqdist = np.empty(n if keep_rows else 0)
     weights = np.empty(0) if weights is None else np.ascontiguousarray(weights)
-    row_lanes = _kernel.use_row_lanes(d)
 
     def run(part: slice, Xpart: np.ndarray) -> None:
         # Chunk size one: a thread takes the next block when it is free.
@@ -208,17 +281,18 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
         try:
             _kernel.lloyd_pass(
                 Xpart, scaled, c_sq, centroids, weights[part] if weights.size else weights,
-                block, row_lanes, with_inertia, sums, counts, inertia,
+                block, loop, with_inertia, sums, counts, inertia,
                 labels[part] if keep_rows else labels, sqdist[part] if keep_rows else sqdist,
             )
         finally:
             numba.set_parallel_chunksize(previous)
 
-    if X.flags.c_contiguous:
-        run(slice(0, n), X)
-    else:
-        for part in row_blocks(n, chunk_size):
-            run(part, np.ascontiguousarray(X[part]))
+    with _one_blas_thread if product else contextlib.nullcontext():
+        if X.flags.c_contiguous:
+            run(slice(0, n), X)
+        else:
+            for part in row_blocks(n, chunk_size):
+                run(part, np.ascontiguousarray(X[part]))
     total = float(inertia.sum()) if with_inertia else math.nan
     stats = ClusterStats(sums.sum(axis=0), counts.sum(axis=0), total)
     return stats, (labels if keep_rows else None), (sqdist if keep_rows else None)
