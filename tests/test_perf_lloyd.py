@@ -14,7 +14,7 @@ import tracemalloc
 import numba
 import numpy as np
 import pytest
-from helpers import naive_stats
+from helpers import NumpyGpuKernels, naive_stats
 
 from fedcluster.numerics import _lloyd_numba as kernel
 from fedcluster.numerics import assign, cluster_stats, lloyd
@@ -181,21 +181,40 @@ def test_extra_memory_does_not_grow_with_the_rows(kernel_path):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("keep_rows", [False, True])
-def test_the_array_path_of_the_gpu_matches_the_cpu_kernel(dtype, weighted, keep_rows):
-    """The CuPy code path, run here with NumPy as its array namespace."""
-    X, start = separated(3000, 24, 7, dtype, seed=8)
+@pytest.mark.parametrize(("d", "k"), [(24, 7), (24, 130), (100, 7)])  # fused, product, product
+def test_the_gpu_pass_matches_the_cpu_kernel(dtype, weighted, keep_rows, d, k):
+    """The GPU pass's host code, run here with NumPy as its namespace and NumPy twins of its
+    CUDA kernels (tests/helpers.py), on both of its forms."""
+    X, start = separated(3000, d, k, dtype, seed=8)
     weights = np.random.default_rng(9).uniform(0, 2, len(X)) if weighted else None
     cpu, cpu_labels, cpu_sqdist = lloyd_module._cpu_pass(X, start, weights, 4096, keep_rows, True)
-    gpu, gpu_labels, gpu_sqdist = lloyd_module._array_pass(X, start, weights, 1000, keep_rows, True)
-    np.testing.assert_allclose(gpu.counts, cpu.counts, rtol=1e-13)
+
+    def device(with_inertia):
+        return lloyd_module._device_pass(X, start, weights, 1000, keep_rows, with_inertia,
+                                         kernels=NumpyGpuKernels)
+
+    gpu, gpu_labels, gpu_sqdist = device(True)
+    np.testing.assert_allclose(gpu.counts, cpu.counts, rtol=1e-13)  # weights: another order
     np.testing.assert_allclose(gpu.sums, cpu.sums, rtol=1e-12)
     assert gpu.inertia == pytest.approx(cpu.inertia, rel=1e-12)
     if keep_rows:
         np.testing.assert_array_equal(gpu_labels, cpu_labels)
         np.testing.assert_allclose(gpu_sqdist, cpu_sqdist, rtol=1e-12)
-    without = lloyd_module._array_pass(X, start, weights, 1000, keep_rows, False)[0]
+    without, without_labels, without_sqdist = device(False)
     np.testing.assert_allclose(without.sums, cpu.sums, rtol=1e-12)
-    assert np.isnan(without.inertia)
+    assert np.isnan(without.inertia) and without_sqdist is None
+    if keep_rows:
+        np.testing.assert_array_equal(without_labels, cpu_labels)
+    # The NumPy path of small passes: the same statistics.
+    small = lloyd_module._array_pass(X, start, weights, 1000, keep_rows, True)[0]
+    np.testing.assert_allclose(small.counts, cpu.counts, rtol=1e-13)
+    np.testing.assert_allclose(small.sums, cpu.sums, rtol=1e-12)
+
+
+def test_gpu_form_choice():
+    use = lloyd_module.use_fused
+    assert use(1, 1) and use(64, 64) and use(15, 2)
+    assert not use(65, 2) and not use(16, 65) and not use(1024, 128)
 
 
 def test_kernel_choice():

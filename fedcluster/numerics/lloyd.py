@@ -9,9 +9,12 @@ where the data is:
   scores come from direct loops at small k, and from a BLAS matrix product
   per tile of rows at large k (:func:`use_product`, where the crossover was
   measured).
-* CuPy arrays (a GPU): array operations on blocks of at least
-  :data:`GPU_MIN_BLOCK_ROWS` rows; everything stays on the device and only
-  the (k, d) sums, the counts and the inertia come back.
+* CuPy arrays (a GPU, :func:`_device_pass`): at small k one fused CUDA
+  kernel (:mod:`._lloyd_cupy`) that reads each row once; at large k cuBLAS's
+  product for the scores, then a CUDA kernel for the sums, counts and
+  inertia, on blocks of at least :data:`GPU_MIN_BLOCK_ROWS` rows. Everything
+  stays on the device; the (k, d) sums, the k counts and the inertia are
+  what a caller brings back.
 
 Both take float32 data as it is for the scores and accumulate in float64; the
 inertia comes from exact float64 differences. Non-finite data is detected from
@@ -38,7 +41,7 @@ from ._validation import (
 )
 from .aggregate import frobenius_movement
 from .backend import namespace_of
-from .distance import assigned_sq_distances, nearest, row_blocks, row_sq_norms
+from .distance import assigned_sq_distances, nearest, row_blocks, score_terms
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -97,9 +100,24 @@ class LloydResult(NamedTuple):
     first: ClusterStats
 
 
-#: Fewest rows per block on a GPU: a block costs about ten kernel launches,
+#: Fewest rows per block on a GPU: a block costs a few kernel launches,
 #: which only long blocks hide.
 GPU_MIN_BLOCK_ROWS = 1 << 18
+#: Most centroids and features of the fused GPU kernel: a thread holds its
+#: row in registers (d <= 64), and a block's float64 sums, counts and inertia
+#: (at most 64 * 65 + 65 values, 33 KiB) fit in the 48 KiB of shared memory a
+#: kernel gets without asking. Larger passes take cuBLAS's product.
+GPU_FUSED_MAX_CLUSTERS = 64
+GPU_FUSED_MAX_FEATURES = 64
+
+
+def use_fused(n_clusters: int, n_features: int) -> bool:
+    """Whether a GPU pass runs the fused kernel (else cuBLAS's product and the accumulation).
+
+    Chosen by what fits (see :data:`GPU_FUSED_MAX_CLUSTERS`), not yet by a
+    measured crossover: no GPU has run it (``perf.py gpu`` measures both).
+    """
+    return n_clusters <= GPU_FUSED_MAX_CLUSTERS and n_features <= GPU_FUSED_MAX_FEATURES
 
 #: Fewest multiply-adds (n * k * d) of a NumPy pass that takes the numba kernel
 #: (on all threads). A smaller pass takes the array path with NumPy: about 6 ms
@@ -224,8 +242,8 @@ def _pass(X: Any, centroids: Any, weights: Any, chunk_size: int, *, keep_rows: b
     """
     if namespace_of(X) is not np:
         block_rows = max(chunk_size, GPU_MIN_BLOCK_ROWS)
-        stats, labels, sqdist = _array_pass(X, centroids, weights, block_rows, keep_rows,
-                                            with_inertia)
+        stats, labels, sqdist = _device_pass(X, centroids, weights, block_rows, keep_rows,
+                                             with_inertia)
     elif X.shape[0] * X.shape[1] * centroids.shape[0] < KERNEL_MIN_WORK:
         # Non-finite data raises below, from the inertia, not as NumPy warnings.
         with np.errstate(invalid="ignore", over="ignore"):
@@ -258,11 +276,9 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
     k = centroids.shape[0]
     product = use_product(k, d)
     loop = _kernel.score_loop(d, product)
-    # The scores run in X's dtype, so float32 data keeps float32 speed; the
-    # squared distances are exact differences in float64 either way. Scaling
-    # by -2 is exact.
-    scaled = np.ascontiguousarray((-2.0 * centroids).astype(X.dtype))
-    c_sq = row_sq_norms(centroids).astype(X.dtype)
+    # The squared distances are exact differences in float64 whatever the
+    # dtype of the scores.
+    scaled, c_sq = score_terms(centroids, X.dtype)
     # Rows per block: the same for any thread count, so the result is too.
     rows = X.shape[0] if X.flags.c_contiguous else min(n, chunk_size)
     max_blocks = max(1, min(KERNEL_MAX_BLOCKS, KERNEL_SLOT_BYTES // (8 * k * d)))
@@ -298,22 +314,67 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
     return stats, (labels if keep_rows else None), (sqdist if keep_rows else None)
 
 
+def _device_pass(X: Any, centroids: Any, weights: Any, block_rows: int, keep_rows: bool,
+                 with_inertia: bool, kernels: Any = None) -> tuple[ClusterStats, Any, Any]:
+    """The pass on a GPU: the CUDA kernels of `kernels` (:mod:`._lloyd_cupy`) and array operations.
+
+    Small k (:func:`use_fused`): one launch of the fused kernel over all the
+    rows, which reads each row once. Large k: per block of `block_rows`
+    rows, cuBLAS's product and argmin (:func:`~.distance.nearest`), then the
+    accumulation kernel. The statistics are float64 device arrays; the
+    inertia comes back as one number, the only transfer of the pass (none
+    without `with_inertia`).
+
+    Written with X's array namespace only, so that it runs with NumPy as
+    well: the tests pass it NumPy twins of the two kernels.
+    """
+    xp = namespace_of(X)
+    if kernels is None:
+        from . import _lloyd_cupy as kernels
+    n, d = X.shape
+    k = centroids.shape[0]
+    fused = use_fused(k, d)
+    centroids = xp.ascontiguousarray(centroids)
+    scaled, c_sq = score_terms(centroids, X.dtype)
+    sums = xp.zeros((k, d), dtype=xp.float64)
+    counts = xp.zeros(k, dtype=xp.float64)
+    inertia = xp.zeros(1, dtype=xp.float64)
+    labels = xp.empty(n, dtype=xp.int64) if keep_rows else None
+    sqdist = xp.empty(n, dtype=xp.float64) if keep_rows and with_inertia else None
+    # The fused kernel needs no scores in memory, so no blocks (one launch);
+    # the product holds a block's (rows, k) scores.
+    for rows in row_blocks(n, n if fused else block_rows):
+        block = xp.ascontiguousarray(X[rows])
+        w = None if weights is None else xp.ascontiguousarray(weights[rows])
+        block_sqdist = None if sqdist is None else sqdist[rows]
+        if fused:
+            kernels.fused(block, scaled, c_sq, centroids, w, with_inertia, sums, counts,
+                          inertia, None if labels is None else labels[rows], block_sqdist)
+        else:
+            block_labels = nearest(block, scaled.T, c_sq)
+            kernels.accumulate(block, block_labels, centroids, w, with_inertia, sums, counts,
+                               inertia, block_sqdist)
+            if keep_rows:
+                labels[rows] = block_labels
+    total = float(inertia[0]) if with_inertia else math.nan
+    return ClusterStats(sums, counts, total), labels, sqdist
+
+
 def _array_pass(X: Any, centroids: Any, weights: Any, block_rows: int, keep_rows: bool,
                 with_inertia: bool) -> tuple[ClusterStats, Any, Any]:
-    """The same pass with array operations of X's namespace: CuPy on a GPU, and
-    NumPy for a pass too small to be worth loading the numba kernel.
+    """The same pass with array operations of X's namespace, for a NumPy pass too small to
+    be worth loading the numba kernel (and the reference of the GPU pass's tests).
 
     Per block of `block_rows` rows: one matrix product for the scores, argmin,
     one product of the (weighted) one-hot labels with the block for the
     per-cluster sums, and the exact float64 differences to the winners for the
-    inertia. On a GPU everything stays on the device; the caller brings back
-    only the (k, d) sums, the counts and one number.
+    inertia.
     """
     xp = namespace_of(X)
     n, d = X.shape
     k = centroids.shape[0]
-    scaled_t = (-2.0 * centroids).T.astype(X.dtype)
-    c_sq = row_sq_norms(centroids, summation="pairwise").astype(X.dtype)
+    scaled, c_sq = score_terms(centroids, X.dtype, summation="pairwise")
+    scaled_t = scaled.T
     sums = xp.zeros((k, d), dtype=xp.float64)
     counts = xp.zeros(k, dtype=xp.float64)
     inertia = xp.zeros((), dtype=xp.float64)
