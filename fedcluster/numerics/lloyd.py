@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -40,7 +39,7 @@ from ._validation import (
     check_sample_weight,
 )
 from .aggregate import frobenius_movement
-from .backend import namespace_of
+from .backend import namespace_of, one_blas_thread
 from .distance import assigned_sq_distances, nearest, row_blocks, score_terms
 
 __all__ = [
@@ -164,43 +163,9 @@ def use_product(n_clusters: int, n_features: int) -> bool:
     return n_clusters >= PRODUCT_MIN_CLUSTERS and n_features >= PRODUCT_MIN_FEATURES
 
 
-class _OneBlasThread:
-    """A context in which BLAS runs on one thread: the product loop's, on numba's threads.
-
-    Each numba thread calls BLAS for its own tile; a BLAS with threads of
-    its own would put two thread pools on the same cores (measured 12 to 15
-    times slower, ``perf.py spin``). threadpoolctl's controller is made once
-    (listing the loaded libraries costs about 4 ms), after the kernel has
-    loaded SciPy's BLAS, the one numba calls; a limit then costs about
-    25 us. Nested and concurrent passes share one limit: the first in sets
-    it, the last out restores BLAS's threads.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._depth = 0
-        self._controller: Any = None
-        self._limiter: Any = None
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._depth == 0:
-                if self._controller is None:
-                    from threadpoolctl import ThreadpoolController
-
-                    self._controller = ThreadpoolController().select(user_api="blas")
-                self._limiter = self._controller.limit(limits=1)
-            self._depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._depth -= 1
-            if self._depth == 0:
-                self._limiter.restore_original_limits()
-                self._limiter = None
-
-
-_one_blas_thread = _OneBlasThread()
+#: BLAS on one thread (:data:`.backend.one_blas_thread`) around the product loop's passes,
+#: a name of this module so that ``perf.py spin`` can switch it off.
+_one_blas_thread = one_blas_thread
 
 
 def _check_finite_after(X: Any, inertia: float) -> None:
