@@ -6,6 +6,8 @@ noisy: a line reads ``median [25th-75th percentile] over N repeats``.
 
     python benchmarks/perf.py cpu          # local Lloyd step vs scikit-learn, per iteration
     python benchmarks/perf.py kernel       # the same on one thread, CPU time, best of N
+    python benchmarks/perf.py crossover    # the kernel's matrix product vs its direct loops
+    python benchmarks/perf.py spin         # BLAS's spinning threads vs the kernel's pass
     python benchmarks/perf.py memory       # peak extra memory of a step vs n
     python benchmarks/perf.py gpu          # CuPy step vs reading X once, and vs the CPU
     python benchmarks/perf.py rounds       # rounds to converge and score per method and start
@@ -33,9 +35,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: (n, d, k) of issue 5's CPU acceptance.
+#: (n, d, k) of issue 5's CPU acceptance (small k: the kernel's direct loops).
 CPU_SIZES = [(200_000, 32, 64), (1_000_000, 16, 16), (50_000, 784, 20)]
 QUICK_CPU_SIZES = [(20_000, 32, 64), (100_000, 16, 16), (5_000, 784, 20)]
+#: (n, d, k) of issue 17's CPU acceptance (large k: the kernel's matrix product
+#: where :func:`fedcluster.numerics.lloyd.use_product` picks it).
+LARGE_K_SIZES = [(100_000, 128, 256), (100_000, 128, 1024), (1_000_000, 32, 256)]
+QUICK_LARGE_K_SIZES = [(10_000, 128, 256), (10_000, 128, 1024), (100_000, 32, 256)]
 
 
 # ---------------------------------------------------------------------------
@@ -66,6 +72,18 @@ def timed(fn: Callable[[], object]) -> np.ndarray:
     return np.array([time.perf_counter() - wall, time.process_time() - cpu])
 
 
+def best_cpu_time(fn: Callable[[], object], repeats: int) -> float:
+    """Least CPU time of ``fn()`` over `repeats` calls, after one untimed call (warm-up)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        settle()
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return min(times)
+
+
 def machine() -> str:
     """One line on the machine: cores, CPU model, numpy and its BLAS."""
     model = platform.processor() or "?"
@@ -92,10 +110,40 @@ def machine() -> str:
 # cpu: the local Lloyd step against scikit-learn
 # ---------------------------------------------------------------------------
 
-def cpu(args: argparse.Namespace) -> None:
-    """fedcluster's Lloyd iteration over scikit-learn's, same data, start and threads.
+def _sizes(args: argparse.Namespace) -> list[tuple[int, int, int]]:
+    """The (n, d, k) that ``--sizes`` and ``--quick`` select."""
+    groups = {"small": QUICK_CPU_SIZES if args.quick else CPU_SIZES,
+              "large": QUICK_LARGE_K_SIZES if args.quick else LARGE_K_SIZES}
+    return [size for name, group in groups.items() if args.sizes in (name, "all")
+            for size in group]
 
-    Per iteration on both sides is ``(t(m_hi) - t(m_lo)) / (m_hi - m_lo)`` of
+
+def _faiss_kmeans(threads: int) -> Callable | None:
+    """FAISS's k-means iteration as ``fit(X32, C, m) -> None``, or None without FAISS."""
+    try:
+        import faiss
+    except ImportError:
+        return None
+    faiss.omp_set_num_threads(threads)
+
+    def fit(X32: np.ndarray, C: np.ndarray, m: int) -> None:
+        n, d = X32.shape
+        k = C.shape[0]
+        # No subsampling (FAISS trains on 256 rows per centroid by default),
+        # no early stop: m full iterations over every row.
+        km = faiss.Kmeans(d, k, niter=m, seed=0, max_points_per_centroid=n,
+                          early_stop_threshold=-1.0, verbose=False)
+        km.train(X32, init_centroids=C.astype(np.float32))
+        if len(km.obj) != m:
+            raise RuntimeError(f"FAISS stopped after {len(km.obj)} of {m}")
+
+    return fit
+
+
+def cpu(args: argparse.Namespace) -> None:
+    """fedcluster's Lloyd iteration over scikit-learn's and FAISS's, same data, start and threads.
+
+    Per iteration on every side is ``(t(m_hi) - t(m_lo)) / (m_hi - m_lo)`` of
     whole fits with ``m`` iterations and ``tol=0`` (fixed costs cancel):
     ``KMeans(algorithm="lloyd", init=C, n_init=1, max_iter=m)`` against
     ``fedcluster.numerics.lloyd(X, C, max_iter=m, tol=0)``. fedcluster's
@@ -103,11 +151,26 @@ def cpu(args: argparse.Namespace) -> None:
     does not. Like scikit-learn's, fedcluster's intermediate iterations skip
     the inertia (only the last one's is returned); the full step with the
     exact inertia, ``cluster_stats(X, C)``, is timed too and printed against
-    the same scikit-learn iteration. The two alternate within each repeat.
-    Two ratios: of wall-clock
-    time (the acceptance figure) and of CPU time summed over the threads,
-    which a busy machine disturbs less (a thread that waits for a core costs
-    no CPU time; a thread pool that spins costs some).
+    the same scikit-learn iteration. The contenders alternate within each
+    repeat. Two ratios: of wall-clock time (the acceptance figure) and of CPU
+    time summed over the threads, which a busy machine disturbs less (a
+    thread that waits for a core costs no CPU time; a thread pool that spins
+    costs some).
+
+    FAISS (where ``faiss`` is importable: ``pip install faiss-cpu``):
+    ``faiss.Kmeans(d, k, niter=m, max_points_per_centroid=n,
+    early_stop_threshold=-1).train(X32, init_centroids=C)``, the same
+    per-iteration difference. FAISS's iteration is an exact search of the
+    nearest centroid (``IndexFlatL2``: a BLAS product, then the minimum),
+    float32 sums and counts of the assigned rows, and its split of empty
+    clusters. FAISS takes float32 only: at float64 it runs on a float32
+    copy of X made before the timing (so fedcluster's float64 iteration is
+    compared with FAISS's float32 one). FAISS gets the same threads
+    (``omp_set_num_threads``).
+
+    ``--sizes``: ``small`` (issue 5's: k <= 64, the direct loops), ``large``
+    (issue 17's: k of 256 and 1024, the matrix product where it is picked)
+    or ``all``.
     """
     import numba
     from sklearn.cluster import KMeans
@@ -123,11 +186,13 @@ def cpu(args: argparse.Namespace) -> None:
 
         importlib.import_module("fedcluster.numerics.lloyd").KERNEL_MIN_WORK = 1 << 62
     m_lo, m_hi = 2, args.iterations
-    sizes = QUICK_CPU_SIZES if args.quick else CPU_SIZES
-    print(f"# cpu: Lloyd iteration, fedcluster / scikit-learn (<= 1.0: fedcluster as fast); "
-          f"{threads} thread(s); per iteration from fits of {m_lo} and {m_hi} iterations"
-          + ("; fedcluster's NumPy array path forced" if args.numpy_path else ""))
-    print(f"# {machine()}")
+    sizes = _sizes(args)
+    faiss_fit = _faiss_kmeans(threads)
+    print(f"# cpu: Lloyd iteration, fedcluster / scikit-learn and / FAISS (<= 1.0: fedcluster "
+          f"as fast); {threads} thread(s); per iteration from fits of {m_lo} and {m_hi} "
+          "iterations" + ("; fedcluster's NumPy array path forced" if args.numpy_path else "")
+          + ("" if faiss_fit else "; FAISS not installed (pip install faiss-cpu): not timed"))
+    print(f"# {machine()}; load average {os.getloadavg()[0]:.1f}")
     rng = np.random.default_rng(0)
     # scikit-learn limits its BLAS to one thread inside KMeans itself; the
     # limit here sets its OpenMP threads (after scipy's BLAS is loaded).
@@ -135,6 +200,7 @@ def cpu(args: argparse.Namespace) -> None:
         for dtype in [np.dtype(name).type for name in args.dtypes.split(",")]:
             for n, d, k in sizes:
                 X = rng.random((n, d)).astype(dtype)
+                X32 = X.astype(np.float32)
                 C = X[rng.choice(n, k, replace=False)].astype(np.float64)
 
                 def sk(m: int) -> np.ndarray:
@@ -148,31 +214,47 @@ def cpu(args: argparse.Namespace) -> None:
                 def ours(m: int) -> np.ndarray:
                     return timed(lambda: lloyd(X, C, max_iter=m, tol=0))
 
+                def fa(m: int) -> np.ndarray:
+                    return timed(lambda: faiss_fit(X32, C, m))
+
                 ours(1)  # compile or load the kernel
-                sk_fits, our_fits, sk_times, our_times, step_times = [], [], [], [], []
+                fits: dict[str, list] = {"sk": [], "ours": [], "faiss": []}
+                step_times = []
                 for _ in range(args.repeats):
-                    sk_fits.append((sk(m_lo), sk(m_hi)))
-                    our_fits.append((ours(m_lo), ours(m_hi)))
+                    fits["sk"].append((sk(m_lo), sk(m_hi)))
+                    fits["ours"].append((ours(m_lo), ours(m_hi)))
+                    if faiss_fit:
+                        fits["faiss"].append((fa(m_lo), fa(m_hi)))
                     step_times.append(timed(lambda: cluster_stats(X, C)))
-                    sk_times.append((sk_fits[-1][1] - sk_fits[-1][0]) / (m_hi - m_lo))
-                    our_times.append((our_fits[-1][1] - our_fits[-1][0]) / (m_hi - m_lo))
-                ratios = np.array(our_times) / np.array(sk_times)
-                steps = np.array(step_times) / np.array(sk_times)
+                per_iter = {name: np.array([(hi - lo) / (m_hi - m_lo) for lo, hi in f])
+                            for name, f in fits.items() if f}
+                ratios = per_iter["ours"] / per_iter["sk"]
+                steps = np.array(step_times) / per_iter["sk"]
 
-                def best(fits: list) -> np.ndarray:
+                def best(f: list) -> np.ndarray:
                     """Per iteration from the fastest fit of each length (timeit's rule)."""
-                    fits = np.array(fits)  # repeats x (lo, hi) x (wall, cpu)
-                    return (fits[:, 1].min(axis=0) - fits[:, 0].min(axis=0)) / (m_hi - m_lo)
+                    f = np.array(f)  # repeats x (lo, hi) x (wall, cpu)
+                    return (f[:, 1].min(axis=0) - f[:, 0].min(axis=0)) / (m_hi - m_lo)
 
-                sk_best, our_best = best(sk_fits), best(our_fits)
+                bests = {name: best(f) for name, f in fits.items() if f}
                 step_best = np.array(step_times).min(axis=0)
-                ms = [np.median(t, axis=0)[0] * 1e3 for t in (our_times, step_times, sk_times)]
-                print(f"cpu {np.dtype(dtype).name} n={n} d={d} k={k}: iteration wall ratio "
-                      f"{spread(ratios[:, 0])}, cpu-time ratio {spread(ratios[:, 1])}, "
-                      f"best-of wall {our_best[0] / sk_best[0]:.2f}; full step (exact inertia) "
-                      f"wall ratio {spread(steps[:, 0])}, cpu-time ratio {spread(steps[:, 1])}, "
-                      f"best-of wall {step_best[0] / sk_best[0]:.2f} (median wall ms: iteration "
-                      f"{ms[0]:.1f}, step {ms[1]:.1f}, scikit-learn {ms[2]:.1f})", flush=True)
+                ms = {name: np.median(t, axis=0)[0] * 1e3 for name, t in per_iter.items()}
+                line = (f"cpu {np.dtype(dtype).name} n={n} d={d} k={k}: vs scikit-learn: "
+                        f"iteration wall ratio {spread(ratios[:, 0])}, cpu-time ratio "
+                        f"{spread(ratios[:, 1])}, best-of wall "
+                        f"{bests['ours'][0] / bests['sk'][0]:.2f}; full step (exact inertia) "
+                        f"wall ratio {spread(steps[:, 0])}, cpu-time ratio {spread(steps[:, 1])}, "
+                        f"best-of wall {step_best[0] / bests['sk'][0]:.2f}")
+                if "faiss" in per_iter:
+                    vs_faiss = per_iter["ours"] / per_iter["faiss"]
+                    line += (f"; vs FAISS: iteration wall ratio {spread(vs_faiss[:, 0])}, "
+                             f"cpu-time ratio {spread(vs_faiss[:, 1])}, best-of wall "
+                             f"{bests['ours'][0] / bests['faiss'][0]:.2f}")
+                line += (" (median wall ms per iteration: "
+                         + ", ".join(f"{name} {v:.1f}" for name, v in ms.items())
+                         + f", step {np.median(step_times, axis=0)[0] * 1e3:.1f}; "
+                         f"load {os.getloadavg()[0]:.1f})")
+                print(line, flush=True)
 
 
 # ---------------------------------------------------------------------------
@@ -203,19 +285,12 @@ def kernel(args: argparse.Namespace) -> None:
     lloyd_mod = importlib.import_module("fedcluster.numerics.lloyd")
 
     numba.set_num_threads(1)
-    sizes = QUICK_CPU_SIZES if args.quick else CPU_SIZES
+    sizes = _sizes(args)
     print("# kernel: one thread each, CPU time, best of N; fedcluster pass / scikit-learn "
           "iteration (<= 1.0: fedcluster as fast)")
 
     def best(fn: Callable[[], object]) -> float:
-        fn()
-        times = []
-        for _ in range(args.repeats):
-            settle()
-            start = time.process_time()
-            fn()
-            times.append(time.process_time() - start)
-        return min(times)
+        return best_cpu_time(fn, args.repeats)
 
     rng = np.random.default_rng(0)
     with threadpool_limits(limits=1):
@@ -236,6 +311,125 @@ def kernel(args: argparse.Namespace) -> None:
                 print(f"kernel {np.dtype(dtype).name} n={n} d={d} k={k}: full step "
                       f"{full / sk:.2f}, iteration without inertia {step / sk:.2f} "
                       f"(scikit-learn {sk / n * 1e9:.1f} ns per row)", flush=True)
+
+
+# ---------------------------------------------------------------------------
+# crossover: the kernel's matrix-product scores against its direct loops
+# ---------------------------------------------------------------------------
+
+CROSSOVER_FEATURES = [2, 8, 16, 32, 48, 64, 65, 128, 784]
+CROSSOVER_CLUSTERS = [64, 128, 256, 1024]
+
+
+def crossover(args: argparse.Namespace) -> None:
+    """Where the kernel's matrix product beats its direct loops, per (d, k).
+
+    One thread (numba and BLAS), CPU time, best of ``--repeats`` passes
+    without the inertia (what an intermediate Lloyd iteration runs), the
+    product forced on and off through ``use_product``'s thresholds; n is
+    chosen so that each pass holds about 2^28 multiply-adds (2^26 with
+    ``--quick``). The ratio is product / direct (< 1: the product is faster).
+    """
+    import importlib
+
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    lloyd_mod = importlib.import_module("fedcluster.numerics.lloyd")
+    numba.set_num_threads(1)
+    work = 1 << (26 if args.quick else 28)
+    print("# crossover: one thread, CPU time, best of N; kernel pass with the matrix product / "
+          "with the direct loops (< 1: the product is faster)")
+    print(f"# {machine()}")
+
+    def best(fn: Callable[[], object]) -> float:
+        return best_cpu_time(fn, args.repeats)
+
+    rng = np.random.default_rng(0)
+    saved = lloyd_mod.PRODUCT_MIN_CLUSTERS, lloyd_mod.PRODUCT_MIN_FEATURES
+    try:
+        with threadpool_limits(limits=1):
+            for dtype in [np.dtype(name).type for name in args.dtypes.split(",")]:
+                for d in CROSSOVER_FEATURES:
+                    cells = []
+                    for k in CROSSOVER_CLUSTERS:
+                        n = max(4 * k, work // (d * k))
+                        X = rng.random((n, d), dtype=dtype)
+                        C = X[rng.choice(n, k, replace=False)].astype(np.float64)
+                        times = []
+                        for forced in (0, 1 << 62):  # product, direct
+                            lloyd_mod.PRODUCT_MIN_CLUSTERS = lloyd_mod.PRODUCT_MIN_FEATURES = forced
+                            times.append(best(lambda: lloyd_mod._cluster_stats(
+                                X, C, None, 4096, with_inertia=False)))
+                        cells.append(f"k={k} {times[0] / times[1]:.2f}")
+                    print(f"crossover {np.dtype(dtype).name} d={d}: " + ", ".join(cells),
+                          flush=True)
+    finally:
+        lloyd_mod.PRODUCT_MIN_CLUSTERS, lloyd_mod.PRODUCT_MIN_FEATURES = saved
+
+
+# ---------------------------------------------------------------------------
+# spin: BLAS's threads against numba's
+# ---------------------------------------------------------------------------
+
+SPIN_SIZES = [(50_000, 784, 20), (200_000, 32, 64), (100_000, 128, 256)]
+
+
+def spin(args: argparse.Namespace) -> None:
+    """What BLAS's own threads cost the kernel's pass, and what the kernel's handling saves.
+
+    OpenBLAS's worker threads busy-wait for a while after each call; a
+    numba pass started meanwhile shares the cores with them. Per size, wall
+    time of ``cluster_stats`` on all threads, median over ``--repeats``, in
+    four cases that alternate within each repeat: the pass alone or right
+    after a NumPy matrix product on all of BLAS's threads, each with the
+    kernel's handling (BLAS limited to one thread for the pass:
+    ``lloyd._one_blas_thread``) and without it (the limit replaced by a
+    no-op). Ratios: each case over the pass alone with the handling. At
+    k >= 128 (the matrix product, BLAS called from every numba thread) the
+    limit also keeps BLAS from starting threads of its own inside numba's.
+    """
+    import contextlib
+    import importlib
+
+    import numba
+
+    lloyd_mod = importlib.import_module("fedcluster.numerics.lloyd")
+    handling = lloyd_mod._one_blas_thread
+    threads = args.threads or os.cpu_count()
+    numba.set_num_threads(threads)
+    print(f"# spin: kernel pass wall time on {threads} threads, alone or right after a NumPy "
+          "BLAS product, with and without BLAS limited to one thread for the pass; ratios "
+          "over 'alone, handled'")
+    print(f"# {machine()}; load average {os.getloadavg()[0]:.1f}")
+    rng = np.random.default_rng(0)
+    A = rng.random((1024, 1024))
+    sizes = [(n // 10, d, k) for n, d, k in SPIN_SIZES] if args.quick else SPIN_SIZES
+    try:
+        for n, d, k in sizes:
+            X = rng.random((n, d), dtype=np.float32)
+            C = X[rng.choice(n, k, replace=False)].astype(np.float64)
+            lloyd_mod._cluster_stats(X, C, None, 4096)  # compile or load the kernel
+            cases = {(after, handled): [] for after in (False, True) for handled in (True, False)}
+            for _ in range(args.repeats):
+                for (after, handled), times in cases.items():
+                    lloyd_mod._one_blas_thread = handling if handled else contextlib.nullcontext()
+                    settle()
+                    if after:
+                        A @ A  # wakes BLAS's threads, which then spin
+                    start = time.perf_counter()
+                    lloyd_mod._cluster_stats(X, C, None, 4096)
+                    times.append(time.perf_counter() - start)
+            base = np.array(cases[(False, True)])
+            line = ", ".join(f"{'after BLAS' if after else 'alone'} "
+                             f"{'handled' if handled else 'unhandled'} "
+                             f"{spread(np.array(times) / base)}"
+                             for (after, handled), times in cases.items())
+            print(f"spin n={n} d={d} k={k} ({'product' if lloyd_mod.use_product(k, d) else 'direct'}"
+                  f", alone handled {np.median(base) * 1e3:.1f} ms): {line}; "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        lloyd_mod._one_blas_thread = handling
 
 
 # ---------------------------------------------------------------------------
@@ -282,28 +476,65 @@ def memory(args: argparse.Namespace) -> None:
 # gpu: the CuPy step against reading X once, and against the CPU
 # ---------------------------------------------------------------------------
 
+class NoGpu(RuntimeError):
+    """``perf.py gpu`` was asked for where CuPy sees no GPU."""
+
+
+def _torch_iteration(X: object, C: object, k: int) -> Callable[[], object] | None:
+    """PyTorch's plain Lloyd iteration on the same device memory, or None without PyTorch.
+
+    ``X @ C.T`` (cuBLAS), argmin of ``||c||^2 - 2 x.c``, ``index_add_`` of the
+    rows into float64 sums and ``bincount`` counts: the usual hand-written
+    GPU k-means iteration, without the exact inertia.
+    """
+    try:
+        import torch
+    except ImportError:
+        return None
+    Xt = torch.from_dlpack(X)
+    Ct = torch.from_dlpack(C).to(Xt.dtype)
+    c_sq = (Ct * Ct).sum(dim=1)
+
+    def iteration() -> object:
+        labels = torch.argmin(c_sq - 2.0 * (Xt @ Ct.T), dim=1)
+        sums = torch.zeros((k, Xt.shape[1]), dtype=torch.float64, device=Xt.device)
+        sums.index_add_(0, labels, Xt.to(torch.float64))
+        return sums, torch.bincount(labels, minlength=k)
+
+    return iteration
+
+
 def gpu(args: argparse.Namespace) -> None:
     """One Lloyd iteration on the GPU over the time to read X once from GPU memory.
 
-    n = 10^7 rows, d = 64, float32, k in (16, 64); the reference is
-    ``X.sum(axis=0)`` (one read of X). Also the agreement with the CPU step on
-    the same data, and FAISS's GPU k-means iteration where FAISS is installed.
+    n = 10^7 rows (10^6 with ``--quick``), d = 64, float32, k in (16, 64):
+    the fused kernel (``fedcluster.numerics.lloyd.use_fused``), whose target
+    is at most 2 reads of X; k in (256, 1024): cuBLAS's product and the
+    accumulation kernel. The reference is ``X.sum(axis=0)`` (one read of X).
+    Per iteration from ``lloyd`` runs of 2 and 6 iterations (``tol=0``).
+    Against, where installed: PyTorch's plain iteration on the same device
+    memory (``X @ C.T``, argmin, ``index_add_``: ``_torch_iteration``) and
+    FAISS's GPU k-means iteration (``faiss.Kmeans(gpu=True)``, from host
+    memory, per iteration from runs of 2 and 6). Also the agreement with the
+    CPU step on the first 200,000 rows, and a whole ``fedcluster simulate
+    --device cuda`` run on one client holding the n rows (client data is
+    float64), seconds per round from runs of 2 and 6 rounds.
     """
-    print("# gpu: CuPy Lloyd iteration / one read of X (issue 5: <= 2 for k <= 64)")
+    print("# gpu: CuPy Lloyd iteration / one read of X (issue 17: <= 2 for k <= 64)")
     try:
         import cupy
 
         gpus = int(cupy.cuda.runtime.getDeviceCount())
     except Exception as exc:  # noqa: BLE001 - missing CuPy or driver: say so and stop
-        print(f"gpu: not measured: no usable CuPy GPU here ({type(exc).__name__}: {exc})")
-        return
+        raise NoGpu(f"no usable CuPy GPU here ({type(exc).__name__}: {exc}); "
+                    "install the GPU extra (pip install '.[gpu]') on a machine with a CUDA GPU")
     if gpus == 0:
-        print("gpu: not measured: CuPy sees no GPU")
-        return
+        raise NoGpu("CuPy sees no CUDA GPU")
     from fedcluster.numerics import cluster_stats, lloyd, to_numpy
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
-    print(f"# device: {props['name'].decode()}, {props['totalGlobalMem'] / 2**30:.0f} GiB")
+    print(f"# device: {props['name'].decode()}, {props['totalGlobalMem'] / 2**30:.0f} GiB; "
+          f"{machine()}")
     n = 1_000_000 if args.quick else 10_000_000
     d = 64
     rng = cupy.random.default_rng(0)
@@ -319,38 +550,84 @@ def gpu(args: argparse.Namespace) -> None:
     read = [gpu_time(lambda: X.sum(axis=0)) for _ in range(args.repeats + 1)][1:]
     print(f"gpu read of X ({X.nbytes / 2**30:.2f} GiB): {np.median(read) * 1e3:.2f} ms "
           f"({X.nbytes / np.median(read) / 1e9:.0f} GB/s)")
-    for k in (16, 64):
+    for k in (16, 64, 256, 1024):
         C = X[:k].astype(cupy.float64)
-        lloyd(X, C, max_iter=1)
+        lloyd(X, C, max_iter=1)  # compile the kernels
         per_iter = []
         for _ in range(args.repeats):
             lo = gpu_time(lambda: lloyd(X, C, max_iter=2, tol=0))
             hi = gpu_time(lambda: lloyd(X, C, max_iter=6, tol=0))
             per_iter.append((hi - lo) / 4)
+        ours = np.median(per_iter)
         print(f"gpu n={n} d={d} k={k}: iteration / read ratio "
-              f"{spread(np.array(per_iter) / np.median(read))} "
-              f"(iteration {np.median(per_iter) * 1e3:.2f} ms)", flush=True)
+              f"{spread(np.array(per_iter) / np.median(read))} (iteration {ours * 1e3:.2f} ms)",
+              flush=True)
         sub = to_numpy(X[:200_000])
         cpu_stats = cluster_stats(sub, to_numpy(C))
         gpu_stats = cluster_stats(X[:200_000], C)
         print(f"gpu k={k}: GPU / CPU inertia on 200000 rows "
               f"{gpu_stats.inertia / cpu_stats.inertia:.9f}, counts differ in "
               f"{int(np.abs(to_numpy(gpu_stats.counts) - cpu_stats.counts).sum())} rows")
+        torch_iteration = _torch_iteration(X, C, k)
+        if torch_iteration is None:
+            print("gpu: PyTorch not installed: no comparison with PyTorch")
+        else:
+            torch_iteration()
+            torch_times = [gpu_time(torch_iteration) for _ in range(args.repeats)]
+            print(f"gpu k={k}: fedcluster / PyTorch iteration ratio "
+                  f"{spread(np.array(per_iter) / np.array(torch_times))}")
         try:
             import faiss
         except ImportError:
             print("gpu: FAISS not installed: no comparison with FAISS")
             continue
+        if not hasattr(faiss, "StandardGpuResources"):
+            print("gpu: this FAISS has no GPU support (faiss-cpu): no comparison with FAISS")
+            continue
         host = to_numpy(X)
         faiss_times = []
         for iters in (2, 6):
-            km = faiss.Kmeans(d, k, niter=iters, gpu=True, seed=0, max_points_per_centroid=n)
+            km = faiss.Kmeans(d, k, niter=iters, gpu=True, seed=0, max_points_per_centroid=n,
+                              early_stop_threshold=-1.0)
             start = time.perf_counter()
-            km.train(host)
+            km.train(host, init_centroids=to_numpy(C).astype(np.float32))
             faiss_times.append(time.perf_counter() - start)
         faiss_iter = (faiss_times[1] - faiss_times[0]) / 4
-        print(f"gpu k={k}: fedcluster / FAISS iteration ratio "
-              f"{np.median(per_iter) / faiss_iter:.2f}")
+        print(f"gpu k={k}: fedcluster / FAISS iteration ratio {ours / faiss_iter:.2f}")
+    del X
+    cupy.get_default_memory_pool().free_all_blocks()
+    _gpu_simulation(n, d, args)
+
+
+def _gpu_simulation(n: int, d: int, args: argparse.Namespace) -> None:
+    """``fedcluster simulate --device cuda`` on one client of n rows: seconds per round."""
+    import tempfile
+
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+           "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "UV_OFFLINE": "1"}
+    with tempfile.TemporaryDirectory(prefix="fedcluster-perf-") as tmp:
+        rows = Path(tmp) / "rows.npy"
+        data = np.lib.format.open_memmap(rows, mode="w+", dtype=np.float32, shape=(n, d))
+        rng = np.random.default_rng(0)
+        for part in range(0, n, 1_000_000):  # written in parts: no n x d float64 temporary
+            data[part:part + 1_000_000] = rng.random((min(1_000_000, n - part), d),
+                                                     dtype=np.float32)
+        data.flush()
+        del data
+        walls = {}
+        for rounds_ in (2, 6):
+            start = time.perf_counter()
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "fedcluster"), "simulate", "--dataset",
+                 str(rows), "--clients", "1", "--k", "64", "--rounds", str(rounds_), "--tol", "0",
+                 "--init", "random", "--device", "cuda", "--out", str(Path(tmp) / "out")],
+                env=env, capture_output=True, text=True, timeout=3600)
+            walls[rounds_] = time.perf_counter() - start
+            if done.returncode != 0:
+                raise RuntimeError(f"simulate failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    print(f"gpu simulate --device cuda, 1 client x {n} rows, d={d}, k=64 (DWF, random start): "
+          f"{(walls[6] - walls[2]) / 4:.2f} s per round (runs of 2 and 6 rounds: "
+          f"{walls[2]:.1f} s, {walls[6]:.1f} s)", flush=True)
 
 
 # ---------------------------------------------------------------------------
@@ -558,7 +835,7 @@ def inprocess(args: argparse.Namespace) -> None:
           f"(from {c1} to {c2} clients at {r1} rows)")
 
 
-SECTIONS = {"cpu": cpu, "kernel": kernel, "memory": memory, "gpu": gpu, "rounds": rounds, "polling": polling,
+SECTIONS = {"cpu": cpu, "kernel": kernel, "crossover": crossover, "spin": spin, "memory": memory, "gpu": gpu, "rounds": rounds, "polling": polling,
             "simulation": simulation, "inprocess": inprocess}
 
 
@@ -572,12 +849,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--numpy-path", action="store_true",
                         help="cpu: time the NumPy array path instead of the numba kernel")
     parser.add_argument("--dtypes", default="float32,float64", help="cpu: dtypes to time")
+    parser.add_argument("--sizes", choices=["small", "large", "all"], default="all",
+                        help="cpu, kernel: issue 5's sizes (small k), issue 17's (large k), or both")
     parser.add_argument("--iterations", type=int, default=8,
                         help="cpu: iterations of the longer fit (the shorter has 2)")
     args = parser.parse_args(argv)
     for name, section in SECTIONS.items():
         if args.section in (name, "all"):
-            section(args)
+            try:
+                section(args)
+            except NoGpu as exc:
+                print(f"gpu: not measured: {exc}", flush=True)
+                if args.section == "gpu":  # asked for by name: fail
+                    return 1
     return 0
 
 

@@ -72,6 +72,38 @@ def naive_stats(X, centroids, weights=None):
     return labels, ClusterStats(sums, counts, float(weights @ sqdist[np.arange(len(X)), labels]))
 
 
+class NumpyGpuKernels:
+    """NumPy twins of the CUDA kernels of fedcluster/numerics/_lloyd_cupy.py (same arguments,
+    same results to rounding), so that the GPU pass's host code runs on the CPU.
+
+    ``fused`` assigns by the scores ``||c||^2 - 2 x.c`` in the rows' dtype, as the kernel
+    does (BLAS sums the products in another order: labels agree away from near-ties).
+    """
+
+    @staticmethod
+    def accumulate(X, labels, centroids, weights, with_inertia, sums, counts, inertia, sqdist):
+        from fedcluster.numerics.distance import assigned_sq_distances
+
+        X64 = X.astype(np.float64)
+        w = np.ones(len(X)) if weights is None else weights
+        np.add.at(sums, labels, w[:, None] * X64)
+        counts += np.bincount(labels, weights=w, minlength=len(counts))
+        q = assigned_sq_distances(X64, centroids, labels) if with_inertia else np.zeros(len(X))
+        inertia += w @ q
+        if sqdist is not None:
+            sqdist[...] = q
+
+    @classmethod
+    def fused(cls, X, scaled, c_sq, centroids, weights, with_inertia, sums, counts, inertia,
+              labels, sqdist):
+        from fedcluster.numerics.distance import nearest
+
+        found = nearest(X, scaled.T, c_sq)
+        if labels is not None:
+            labels[...] = found
+        cls.accumulate(X, found, centroids, weights, with_inertia, sums, counts, inertia, sqdist)
+
+
 # -- logs --------------------------------------------------------------------------------------
 
 def messages(records) -> str:

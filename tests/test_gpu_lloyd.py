@@ -2,12 +2,16 @@
 
 Runs where CuPy is installed and sees a CUDA GPU (``pip install ".[gpu]"``);
 skipped otherwise. The host-side parts of the same code are tested without a
-GPU in test_perf_lloyd.py (the array path run with NumPy) and
-test_perf_data_cache.py (one copy per run and device).
+GPU in test_perf_lloyd.py (the GPU pass run with NumPy and NumPy twins of its
+CUDA kernels) and test_perf_data_cache.py (one copy per run and device); the
+CUDA kernels themselves (fedcluster/numerics/_lloyd_cupy.py) only here.
 """
+
+import importlib
 
 import numpy as np
 import pytest
+from helpers import NumpyGpuKernels
 
 from fedcluster.numerics import assign, cluster_stats, get_namespace, lloyd, namespace_of, to_numpy
 
@@ -79,3 +83,55 @@ def test_client_data_is_copied_to_the_gpu_once(tmp_path):
     assert namespace_of(first) is cupy
     assert local_data({"data-path": str(path)}, {}, "auto") is first
     clear_cache()
+
+
+lloyd_module = importlib.import_module("fedcluster.numerics.lloyd")
+
+
+def separated(n, d, k, dtype, seed=0):
+    """Points near k far-apart centres (no near-ties) and a start near those centres."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=50.0, size=(k, d))
+    X = centres[rng.integers(0, k, n)] + rng.normal(size=(n, d))
+    return X.astype(dtype), centres + rng.normal(scale=0.1, size=(k, d))
+
+
+# Fused (k, d <= 64) and product (k or d above), at d of 1 and 64 (the register row's ends).
+FORMS = [(1, 3), (64, 64), (16, 16), (200, 32), (10, 100), (1024, 128)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("k", "d"), FORMS)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_both_forms_match_the_cpu_and_their_numpy_twins(k, d, dtype, weighted):
+    X, start = separated(20_000, d, k, dtype, seed=k + d)
+    weights = np.random.default_rng(3).uniform(0, 2, len(X)) if weighted else None
+    labels, expected = assign(X, start)[0], cluster_stats(X, start, sample_weight=weights)
+    gX, gstart = cupy.asarray(X), cupy.asarray(start)
+    gweights = None if weights is None else cupy.asarray(weights)
+    for with_inertia in (True, False):
+        gpu, glabels, gsqdist = lloyd_module._device_pass(gX, gstart, gweights, 1 << 18, True,
+                                                          with_inertia)
+        np.testing.assert_array_equal(to_numpy(glabels), labels)
+        np.testing.assert_allclose(to_numpy(gpu.counts), expected.counts, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(gpu.sums), expected.sums, rtol=1e-10, atol=1e-9)
+        if with_inertia:
+            assert gpu.inertia == pytest.approx(expected.inertia, rel=1e-10)
+        else:
+            assert np.isnan(gpu.inertia) and gsqdist is None
+    # The twins of tests/helpers.py (which test the host code on the CPU) compute what the
+    # CUDA kernels compute.
+    twin = lloyd_module._device_pass(X, start, weights, 1 << 18, False, True,
+                                     kernels=NumpyGpuKernels)[0]
+    gpu = cluster_stats(gX, gstart, sample_weight=gweights)
+    np.testing.assert_allclose(to_numpy(gpu.sums), twin.sums, rtol=1e-10, atol=1e-9)
+    assert gpu.inertia == pytest.approx(twin.inertia, rel=1e-10)
+
+
+def test_large_k_in_several_blocks_stays_on_the_device():
+    X, start = separated(600_000, 32, 256, np.float32, seed=4)
+    gpu = cluster_stats(cupy.asarray(X), cupy.asarray(start))
+    assert namespace_of(gpu.sums) is cupy
+    cpu = cluster_stats(X, start)
+    np.testing.assert_array_equal(to_numpy(gpu.counts), cpu.counts)
+    assert gpu.inertia == pytest.approx(cpu.inertia, rel=1e-10)

@@ -1,8 +1,10 @@
-"""The CPU Lloyd step: the fused numba kernel (both score loops), the NumPy array path
-of small passes, threads, layouts, the lazy inertia.
+"""The CPU Lloyd step: the fused numba kernel (its two direct score loops and its
+matrix product), the NumPy array path of small passes, threads, layouts, the lazy
+inertia.
 
 test_numerics_lloyd.py tests the step's exactness on small data, which takes the
-NumPy path; the `path` fixture here runs the tests on both paths, and the S1
+NumPy path; the `path` fixture here runs the tests on the kernel's direct loops, on
+its matrix product (forced at every size) and on the NumPy path, and the S1
 exactness tests are repeated on the kernel.
 """
 
@@ -12,7 +14,7 @@ import tracemalloc
 import numba
 import numpy as np
 import pytest
-from helpers import naive_stats
+from helpers import NumpyGpuKernels, naive_stats
 
 from fedcluster.numerics import _lloyd_numba as kernel
 from fedcluster.numerics import assign, cluster_stats, lloyd
@@ -21,10 +23,17 @@ from fedcluster.numerics import assign, cluster_stats, lloyd
 lloyd_module = importlib.import_module("fedcluster.numerics.lloyd")
 
 
-@pytest.fixture(params=["kernel", "numpy"])
+def force_product(monkeypatch, on=True):
+    """Every kernel pass scores by the matrix product (`on`) or by the direct loops."""
+    for name in ("PRODUCT_MIN_CLUSTERS", "PRODUCT_MIN_FEATURES"):
+        monkeypatch.setattr(lloyd_module, name, 0 if on else 1 << 62)
+
+
+@pytest.fixture(params=["kernel", "product", "numpy"])
 def path(request, monkeypatch):
-    """Every pass through the numba kernel, or through the NumPy array path."""
-    monkeypatch.setattr(lloyd_module, "KERNEL_MIN_WORK", 0 if request.param == "kernel" else 1 << 62)
+    """Every pass through the kernel's direct loops, its matrix product, or the NumPy path."""
+    monkeypatch.setattr(lloyd_module, "KERNEL_MIN_WORK", 1 << 62 if request.param == "numpy" else 0)
+    force_product(monkeypatch, request.param == "product")
     return request.param
 
 
@@ -74,9 +83,11 @@ def test_weights_and_labels_and_squared_distances(d, path):
     np.testing.assert_allclose(sqdist, ((X - start[labels]) ** 2).sum(axis=1), rtol=1e-12)
 
 
+@pytest.mark.parametrize("product", [False, True])
 @pytest.mark.parametrize("d", [8, 100])
-def test_thread_count_changes_nothing(d, kernel_path):
+def test_thread_count_changes_nothing(d, product, kernel_path, monkeypatch):
     """Blocks depend on the data's shape only and are added up in block order."""
+    force_product(monkeypatch, product)
     X, start = separated(5000, d, 9, np.float32, seed=3)
     before = numba.get_num_threads()
     try:
@@ -170,26 +181,116 @@ def test_extra_memory_does_not_grow_with_the_rows(kernel_path):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("keep_rows", [False, True])
-def test_the_array_path_of_the_gpu_matches_the_cpu_kernel(dtype, weighted, keep_rows):
-    """The CuPy code path, run here with NumPy as its array namespace."""
-    X, start = separated(3000, 24, 7, dtype, seed=8)
+@pytest.mark.parametrize(("d", "k"), [(24, 7), (24, 130), (100, 7)])  # fused, product, product
+def test_the_gpu_pass_matches_the_cpu_kernel(dtype, weighted, keep_rows, d, k):
+    """The GPU pass's host code, run here with NumPy as its namespace and NumPy twins of its
+    CUDA kernels (tests/helpers.py), on both of its forms."""
+    X, start = separated(3000, d, k, dtype, seed=8)
     weights = np.random.default_rng(9).uniform(0, 2, len(X)) if weighted else None
     cpu, cpu_labels, cpu_sqdist = lloyd_module._cpu_pass(X, start, weights, 4096, keep_rows, True)
-    gpu, gpu_labels, gpu_sqdist = lloyd_module._array_pass(X, start, weights, 1000, keep_rows, True)
-    np.testing.assert_allclose(gpu.counts, cpu.counts, rtol=1e-13)
+
+    def device(with_inertia):
+        return lloyd_module._device_pass(X, start, weights, 1000, keep_rows, with_inertia,
+                                         kernels=NumpyGpuKernels)
+
+    gpu, gpu_labels, gpu_sqdist = device(True)
+    np.testing.assert_allclose(gpu.counts, cpu.counts, rtol=1e-13)  # weights: another order
     np.testing.assert_allclose(gpu.sums, cpu.sums, rtol=1e-12)
     assert gpu.inertia == pytest.approx(cpu.inertia, rel=1e-12)
     if keep_rows:
         np.testing.assert_array_equal(gpu_labels, cpu_labels)
         np.testing.assert_allclose(gpu_sqdist, cpu_sqdist, rtol=1e-12)
-    without = lloyd_module._array_pass(X, start, weights, 1000, keep_rows, False)[0]
+    without, without_labels, without_sqdist = device(False)
     np.testing.assert_allclose(without.sums, cpu.sums, rtol=1e-12)
-    assert np.isnan(without.inertia)
+    assert np.isnan(without.inertia) and without_sqdist is None
+    if keep_rows:
+        np.testing.assert_array_equal(without_labels, cpu_labels)
+    # The NumPy path of small passes: the same statistics.
+    small = lloyd_module._array_pass(X, start, weights, 1000, keep_rows, True)[0]
+    np.testing.assert_allclose(small.counts, cpu.counts, rtol=1e-13)
+    np.testing.assert_allclose(small.sums, cpu.sums, rtol=1e-12)
+
+
+def test_gpu_form_choice():
+    use = lloyd_module.use_fused
+    assert use(1, 1) and use(64, 64) and use(15, 2)
+    assert not use(65, 2) and not use(16, 65) and not use(1024, 128)
 
 
 def test_kernel_choice():
     assert kernel.use_row_lanes(1) and kernel.use_row_lanes(64)
     assert not kernel.use_row_lanes(65)
+    assert kernel.score_loop(16, False) == kernel.ROW_LANES
+    assert kernel.score_loop(100, False) == kernel.FEATURE_LANES
+    assert kernel.score_loop(16, True) == kernel.PRODUCT
+
+
+def test_the_product_is_chosen_above_every_grid_k():
+    """The committed grids (k <= 100) keep the direct loops, so their results stay bit for bit."""
+    use = lloyd_module.use_product
+    assert not any(use(k, d) for k in range(1, 101) for d in (1, 2, 16, 32, 128, 784))
+    assert use(128, 32) and use(256, 128) and use(1024, 784)
+    assert not use(1024, 16) and not use(256, 2)  # thin rows: the row-lane loop wins
+
+
+# Many centroids far apart, points near them: no near-ties, so labels must agree exactly.
+LARGE_K = [(20_000, 32, 256), (3_001, 128, 1_024), (5_000, 784, 130), (4_000, 40, 128)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "k"), LARGE_K)
+def test_the_product_equals_the_direct_loops(n, d, k, dtype, kernel_path, monkeypatch):
+    """Both formulations at the sizes where the product is chosen (the default rule).
+
+    Labels equal (the data has no near-ties: every point is 1 from its centre
+    and the centres are about 50 sqrt(2d) apart); counts equal; sums equal to
+    float64 rounding (the same rows added in the same order); the inertia is
+    the exact direct distance to the assigned centre in both.
+    """
+    X, start = separated(n, d, k, dtype, seed=11)
+    assert lloyd_module.use_product(k, d)
+    weights = np.random.default_rng(12).uniform(0, 2, n)
+    product = cluster_stats(X, start, sample_weight=weights), assign(X, start)
+    force_product(monkeypatch, False)
+    direct = cluster_stats(X, start, sample_weight=weights), assign(X, start)
+    np.testing.assert_array_equal(product[1][0], direct[1][0])
+    np.testing.assert_array_equal(product[1][1], direct[1][1])
+    np.testing.assert_array_equal(product[0].counts, direct[0].counts)
+    np.testing.assert_allclose(product[0].sums, direct[0].sums, rtol=1e-13, atol=1e-10)
+    assert product[0].inertia == pytest.approx(direct[0].inertia, rel=1e-13)
+    labels, expected = naive_stats(X, start, weights)
+    np.testing.assert_array_equal(product[1][0], labels)
+    assert product[0].inertia == pytest.approx(expected.inertia, rel=1e-12)
+
+
+def test_lloyd_at_large_k_equals_the_direct_loops(kernel_path, monkeypatch):
+    X, start = separated(6_000, 64, 200, np.float32, seed=13)
+    start = start + 0.5  # a few steps of movement
+    product = lloyd(X, start, max_iter=4, tol=0)
+    force_product(monkeypatch, False)
+    direct = lloyd(X, start, max_iter=4, tol=0)
+    np.testing.assert_allclose(product.centroids, direct.centroids, rtol=1e-13, atol=1e-12)
+    np.testing.assert_array_equal(product.counts, direct.counts)
+    assert product.inertia == pytest.approx(direct.inertia, rel=1e-13)
+
+
+def test_the_product_pass_limits_blas_to_one_thread_and_restores_it(kernel_path):
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    X, start = separated(3_000, 64, 130, np.float64, seed=14)
+    cluster_stats(X, start)  # loads the kernel and SciPy's BLAS
+    before = blas_threads()
+    limit = lloyd_module._one_blas_thread
+    with limit:
+        with limit:  # nested: one limit
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+    cluster_stats(X, start)
+    assert blas_threads() == before
 
 
 def test_small_passes_do_not_load_numba():

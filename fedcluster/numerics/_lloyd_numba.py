@@ -22,7 +22,9 @@ the thread count or on which thread ran which block. The caller keeps the
 number of blocks bounded, so the extra memory is ``O(B * k * d + T * TILE * d)``
 for ``B`` blocks and ``T`` threads, whatever the number of rows.
 
-Two score loops, chosen by :func:`use_row_lanes`:
+Three score loops: the caller picks the matrix product (below) by size
+(:func:`fedcluster.numerics.lloyd.use_product`), and otherwise
+:func:`use_row_lanes` picks one of two direct loops:
 
 * row lanes (short rows): a tile of ``TILE`` rows is copied transposed,
   ``(d, TILE)``, so that the vector lanes run over rows; four centroids and
@@ -32,6 +34,19 @@ Two score loops, chosen by :func:`use_row_lanes`:
 * feature lanes (long rows): dot products over the features, vectorised with
   reassociated partial sums as in a BLAS kernel, four rows by four centroids
   at a time, so that each load feeds four multiply-adds.
+* matrix product (many centroids): a tile of ``PRODUCT_TILE`` rows is scored
+  by one BLAS product ``(-2 C) X_tile^T``, shape (k, tile), on the calling
+  numba thread (the caller limits BLAS to one thread for the pass, so that
+  the two thread pools do not compete for the cores), then a vector select
+  per row lane adds ``||c||^2`` and keeps the running minimum over the
+  centroids, in the same order as the direct loops: lowest score, lowest
+  index on ties. The scores are in the dtype of `X` like the direct loops';
+  only their rounding differs (BLAS sums the products in its own order), so
+  labels can differ from a direct loop's on near-ties alone. The product
+  form is :func:`fedcluster.numerics.distance.nearest`'s, here inside the
+  fused pass: the sums, counts and exact inertia of the tile are accumulated
+  by the same code as the direct loops' (:func:`_take`) while the tile is in
+  the cache.
 
 Every row goes through the same arithmetic whatever its position in a block,
 tile or group (a short tile or group computes on padding that is then
@@ -53,9 +68,14 @@ vectorisation).
 from __future__ import annotations
 
 import numpy as np
+
+# numba's np.dot calls the BLAS of SciPy's cython_blas: load it here, before
+# the caller's thread-pool controller lists the BLAS libraries it limits.
+import scipy.linalg.cython_blas  # noqa: F401
 from numba import njit, prange
 
-__all__ = ["TILE", "lloyd_pass", "use_row_lanes"]
+__all__ = ["FEATURE_LANES", "PRODUCT", "PRODUCT_TILE", "ROW_LANES", "TILE", "lloyd_pass",
+           "score_loop", "use_row_lanes"]
 
 # Reordering of sums and fused multiply-add only: NaN and infinity must propagate.
 _FLAGS = {"reassoc", "contract"}
@@ -89,6 +109,39 @@ ROW_LANES_MAX_FEATURES = 64
 def use_row_lanes(n_features: int) -> bool:
     """Whether rows of `n_features` take the row-lane loop (else the feature-lane loop)."""
     return n_features <= ROW_LANES_MAX_FEATURES
+
+
+#: The score loops, as :func:`lloyd_pass` takes them.
+ROW_LANES, FEATURE_LANES, PRODUCT = 0, 1, 2
+#: Rows per tile of the product loop: at k = 1024 its float32 scores take
+#: 1 MiB, about what one core's L2 holds, and 256 rows are enough for BLAS to
+#: run near its peak.
+PRODUCT_TILE = 256
+
+
+def score_loop(n_features: int, product: bool) -> int:
+    """The loop :func:`lloyd_pass` runs: :data:`PRODUCT` if `product`, else a direct one."""
+    if product:
+        return PRODUCT
+    return ROW_LANES if use_row_lanes(n_features) else FEATURE_LANES
+
+
+@_jit()
+def _group_of_four(j, k):
+    """The centroids ``j .. j + 3`` a score loop takes together, the last repeated past ``k - 1``.
+
+    A repeated centroid changes nothing: it ties with itself, and a tie
+    keeps the lower index.
+    """
+    return j, min(j + 1, k - 1), min(j + 2, k - 1), min(j + 3, k - 1)
+
+
+@_jit()
+def _reset_lowest(low, best, count):
+    """Start the running minimum of rows ``0 .. count - 1``: no score yet, centroid 0."""
+    for r in range(count):
+        low[r] = np.inf
+        best[r] = 0
 
 
 @_jit()
@@ -134,20 +187,15 @@ def _take(X, first, count, best, p0, centroids, weights, with_inertia, sums, cou
 def _row_lane_tile(XT, scaled, c_sq, s0, s1, s2, s3, low, best):
     """Lowest score and its centroid for each of the ``TILE`` rows of `XT` (d, TILE).
 
-    `scaled` is ``-2 * centroids`` (k, d) in X's dtype. Groups of four
-    centroids past the last one repeat the last, which changes nothing: a tie
-    keeps the lower index.
+    `scaled` is ``-2 * centroids`` (k, d) in X's dtype; the centroids go in
+    groups of four (:func:`_group_of_four`).
     """
     d = XT.shape[0]
     k = c_sq.shape[0]
     d8 = d - d % 8
-    for r in range(TILE):
-        low[r] = np.inf
-        best[r] = 0
+    _reset_lowest(low, best, TILE)
     for j in range(0, k, 4):
-        j1 = min(j + 1, k - 1)
-        j2 = min(j + 2, k - 1)
-        j3 = min(j + 3, k - 1)
+        j, j1, j2, j3 = _group_of_four(j, k)
         for r in range(TILE):
             s0[r] = c_sq[j]
             s1[r] = c_sq[j1]
@@ -224,16 +272,14 @@ def _row_lane_tile(XT, scaled, c_sq, s0, s1, s2, s3, low, best):
 def _feature_lane_group(X, rows, scaled, c_sq, scores, zero):
     """``scores[p, j] = c_sq[j] + X[rows[p]] . scaled[j]`` for the four rows of `rows`.
 
-    Groups of four centroids past the last one repeat the last. `zero` has
+    The centroids go in groups of four (:func:`_group_of_four`). `zero` has
     X's dtype.
     """
     d = X.shape[1]
     k = c_sq.shape[0]
     r0, r1, r2, r3 = rows[0], rows[1], rows[2], rows[3]
     for j in range(0, k, 4):
-        j1 = min(j + 1, k - 1)
-        j2 = min(j + 2, k - 1)
-        j3 = min(j + 3, k - 1)
+        j, j1, j2, j3 = _group_of_four(j, k)
         a00 = a01 = a02 = a03 = a10 = a11 = a12 = a13 = zero
         a20 = a21 = a22 = a23 = a30 = a31 = a32 = a33 = zero
         for f in range(d):
@@ -292,15 +338,58 @@ def _lowest(scores, p):
 
 
 @_jit()
-def _block(b, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia,
+def _lower(score, low, best, index):
+    """The running minimum ``(low, best)`` after `score` of centroid `index`; ties keep `best`.
+
+    Two selects on a comparison, so that the loop over rows that calls it
+    vectorises.
+    """
+    lower = score < low
+    return (score if lower else low), (index if lower else best)
+
+
+@_jit()
+def _product_tile(X, first, count, scaled, c_sq, S, low, best):
+    """Lowest score and its centroid for rows ``first .. first + count - 1``, by a BLAS product.
+
+    ``S`` (k, PRODUCT_TILE) receives ``scaled X_tile^T``; a full tile is
+    written in place, a short last one through a temporary (BLAS wants the
+    exact shape). The running minimum runs over the centroids with the rows
+    in the vector lanes, as in :func:`_row_lane_tile`: a strict ``<`` keeps
+    the lower index on ties.
+    """
+    k = c_sq.shape[0]
+    if count == S.shape[1]:
+        np.dot(scaled, X[first:first + count].T, S)
+    else:
+        S[:, :count] = np.dot(scaled, X[first:first + count].T)
+    _reset_lowest(low, best, count)
+    # Four centroids per sweep over the rows: the running minimum is loaded
+    # and stored once for four scores.
+    for j in range(0, k, 4):
+        j, j1, j2, j3 = _group_of_four(j, k)
+        c0, c1, c2, c3 = c_sq[j], c_sq[j1], c_sq[j2], c_sq[j3]
+        i0, i1, i2, i3 = np.int32(j), np.int32(j1), np.int32(j2), np.int32(j3)
+        s0, s1, s2, s3 = S[j], S[j1], S[j2], S[j3]
+        for r in range(count):
+            lo, bi = _lower(s0[r] + c0, low[r], best[r], i0)
+            lo, bi = _lower(s1[r] + c1, lo, bi, i1)
+            lo, bi = _lower(s2[r] + c2, lo, bi, i2)
+            low[r], best[r] = _lower(s3[r] + c3, lo, bi, i3)
+
+
+@_jit()
+def _block(b, X, scaled, c_sq, centroids, weights, block, loop, with_inertia,
            sums, counts, inertia, labels, sqdist):
     """Block `b` (rows ``b * block`` to ``(b + 1) * block - 1``), accumulated into slot `b`."""
     n, d = X.shape
     k = centroids.shape[0]
+    row_lanes = loop == ROW_LANES
+    product = loop == PRODUCT
     local_sums = np.zeros((k, d))
     local_counts = np.zeros(k)
     local_inertia = 0.0
-    best = np.zeros(TILE, dtype=np.int32)
+    best = np.zeros(PRODUCT_TILE if product else TILE, dtype=np.int32)
     # Row lanes: the transposed tile, four score vectors, the running minimum.
     XT = np.zeros((d if row_lanes else 0, TILE), dtype=X.dtype)
     s0 = np.empty(TILE, dtype=X.dtype)
@@ -312,8 +401,21 @@ def _block(b, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inerti
     scores = np.empty((4, k), dtype=X.dtype)
     rows = np.empty(4, dtype=np.int64)
     zero = np.zeros(1, dtype=X.dtype)[0]
+    # Product: the transposed scores of a tile and the running minimum.
+    S = np.empty((k if product else 0, PRODUCT_TILE), dtype=X.dtype)
+    product_low = np.empty(PRODUCT_TILE if product else 0, dtype=X.dtype)
     start = b * block
     stop = min(n, start + block)
+    if product:
+        for i in range(start, stop, PRODUCT_TILE):
+            m = min(PRODUCT_TILE, stop - i)
+            _product_tile(X, i, m, scaled, c_sq, S, product_low, best)
+            local_inertia += _take(X, i, m, best, 0, centroids, weights, with_inertia,
+                                   local_sums, local_counts, labels, sqdist)
+        sums[b] += local_sums
+        counts[b] += local_counts
+        inertia[b] += local_inertia
+        return
     for i in range(start, stop, TILE):
         m = min(TILE, stop - i)
         if row_lanes:
@@ -340,7 +442,7 @@ def _block(b, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inerti
 
 
 @_jit(parallel=True)
-def lloyd_pass(X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia,
+def lloyd_pass(X, scaled, c_sq, centroids, weights, block, loop, with_inertia,
                sums, counts, inertia, labels, sqdist):
     """One fused pass over `X` on numba's threads, one block of rows and one slot at a time.
 
@@ -354,13 +456,14 @@ def lloyd_pass(X, scaled, c_sq, centroids, weights, block, row_lanes, with_inert
     centroids : float64 (k, d), for the exact differences
     weights : float64 (n,), or empty for weight 1
     block : rows per block; ``ceil(n / block)`` must not exceed the number of slots
-    row_lanes : which score loop (:func:`use_row_lanes`)
+    loop : which score loop (:func:`score_loop`); :data:`PRODUCT` calls BLAS
+        on every numba thread, so the caller limits BLAS to one thread
     with_inertia : compute the squared distances (else `inertia` and `sqdist` stay as they are)
     sums, counts, inertia : float64 (B, k, d), (B, k), (B,); B slots, at least one per block
     labels, sqdist : int64 (n,) and float64 (n,) written per row, or both empty
     """
     for b in prange((X.shape[0] + block - 1) // block):
-        _block(b, X, scaled, c_sq, centroids, weights, block, row_lanes, with_inertia,
+        _block(b, X, scaled, c_sq, centroids, weights, block, loop, with_inertia,
                sums, counts, inertia, labels, sqdist)
 
 

@@ -6,12 +6,13 @@ operations that NumPy and CuPy share, so the same code runs on both.
 
 from __future__ import annotations
 
+import threading
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-__all__ = ["get_namespace", "namespace_of", "to_numpy"]
+__all__ = ["get_namespace", "namespace_of", "one_blas_thread", "scatter_max", "to_numpy"]
 
 _GPU_HINT = "install the GPU extra with `pip install fedcluster[gpu]`"
 
@@ -88,3 +89,63 @@ def to_numpy(array: Any) -> np.ndarray:
     if namespace_of(array) is not np:
         return array.get()
     return np.asarray(array)
+
+
+def scatter_max(target: Any, indices: Any, values: Any) -> None:
+    """Raise ``target[indices[i]]`` to ``values[i]`` where that is larger, for every i, in place.
+
+    NumPy's ``maximum.at``; CuPy has no ``ufunc.at`` for it but
+    ``cupyx.scatter_max``, which does the same on the device.
+    """
+    if namespace_of(target) is np:
+        np.maximum.at(target, indices, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_max(target, indices, values)
+
+
+class _OneBlasThread:
+    """A context in which the host's BLAS runs on one thread (:data:`one_blas_thread`).
+
+    Where: the Lloyd kernel's matrix-product passes, whose numba threads each
+    call BLAS for their own tile (a BLAS with threads of its own would put
+    two thread pools on the same cores: measured 5 to 24 times slower,
+    ``perf.py spin``), and k-means++ seeding's small products (BLAS's
+    threads wait for each other at every call: measured 3 to 4 times slower
+    on a busy 2-core machine; and they busy-wait for about 0.1 s after the
+    last call, through the Lloyd passes that follow a seeding).
+
+    threadpoolctl's controller is made once (listing the loaded libraries
+    costs about 4 ms), after SciPy's BLAS, the one numba calls, is loaded; a
+    limit then costs about 25 us. Nested and concurrent users share one
+    limit: the first in sets it, the last out restores BLAS's threads.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._controller: Any = None
+        self._limiter: Any = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                if self._controller is None:
+                    import scipy.linalg.cython_blas  # noqa: F401 - numba's BLAS, listed below
+                    from threadpoolctl import ThreadpoolController
+
+                    self._controller = ThreadpoolController().select(user_api="blas")
+                self._limiter = self._controller.limit(limits=1)
+            self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+
+
+#: The one :class:`_OneBlasThread`: ``with one_blas_thread: ...``.
+one_blas_thread = _OneBlasThread()

@@ -18,11 +18,20 @@ Two forms, each used where its trade-off fits:
 
 The nearest-centre assignment (:func:`nearest`) ranks the centres by the
 expanded form less ``||x||^2``, which is the same for every centre of a row,
-and the caller measures the winner with the direct form. The numba kernel of
-:mod:`._lloyd_numba` does the same in its own loops: it computes the
-winner's direct distance in the loop that adds the row to its cluster's sum,
-which a shared per-pair helper would split in two (measured 4 to 13% slower
-on 2-D data such as S1).
+from the terms of :func:`score_terms`, and the caller measures the winner
+with the direct form. Every assignment of the package ranks by these terms
+in the rows' dtype, lowest score first, ties to the lowest index:
+
+* :func:`nearest`: one matrix product per block (BLAS, or cuBLAS on a GPU);
+* the numba kernel of :mod:`._lloyd_numba`: the same matrix product per tile
+  of rows at large k, direct loops over the features at small k (compiled
+  code of their own, which a function of this module cannot be: it runs on
+  numba's threads);
+* the CUDA kernel of :mod:`._lloyd_cupy` at small k on a GPU.
+
+The compiled ones compute the winner's direct distance in the loop that adds
+the row to its cluster's sum, which a shared per-pair helper would split in
+two (measured 4 to 13% slower on 2-D data such as S1).
 
 The direct form adds the squares of a pair in one of two orders, chosen by
 `summation`: ``"einsum"`` (NumPy's ``einsum``, SIMD partial sums) or
@@ -49,6 +58,7 @@ __all__ = [
     "nearest",
     "row_blocks",
     "row_sq_norms",
+    "score_terms",
     "sq_distances",
 ]
 
@@ -111,13 +121,25 @@ def expanded_sq_distances(rows: Any, centres: Any, rows_sq: Any, centres_sq: Any
     return namespace_of(d2).maximum(d2, 0.0)
 
 
+def score_terms(centres: Any, dtype: Any, *, summation: Summation = "einsum") -> tuple[Any, Any]:
+    """The centre terms of the assignment's scores: ``-2 * centres`` (k, d), C-contiguous, and
+    ``||c||^2`` (k,), both in `dtype` (the rows'), so float32 data keeps float32 speed.
+
+    Scaling by -2 is exact; `summation` is :func:`row_sq_norms`'s (each
+    caller keeps the order its committed results were made with).
+    """
+    xp = namespace_of(centres)
+    scaled = xp.ascontiguousarray((-2.0 * centres).astype(dtype))
+    return scaled, row_sq_norms(centres, summation=summation).astype(dtype)
+
+
 def nearest(rows: Any, scaled_t: Any, centres_sq: Any) -> Any:
     """Index of each row's nearest centre, the lowest on ties, shape (m,).
 
     Ranks the centres by ``||c||^2 - 2 x.c`` (``||x||^2`` is common to the
-    row), from ``scaled_t = (-2 * centres).T`` and ``centres_sq``, both in
-    the rows' dtype and prepared once by the caller: float32 data keeps
-    float32 speed. Use :func:`assigned_sq_distances` for the winner's distance.
+    row), from ``scaled_t = (-2 * centres).T`` and ``centres_sq``
+    (:func:`score_terms`, prepared once by the caller). Use
+    :func:`assigned_sq_distances` for the winner's distance.
     """
     scores = rows @ scaled_t
     scores += centres_sq

@@ -5,10 +5,16 @@ where the data is:
 
 * NumPy arrays: the fused numba kernel of :mod:`._lloyd_numba`, on all cores,
   which reads each row once; its extra memory is a bounded number of (k, d)
-  slots and tiles of rows per thread, whatever the number of samples.
-* CuPy arrays (a GPU): array operations on blocks of at least
-  :data:`GPU_MIN_BLOCK_ROWS` rows; everything stays on the device and only
-  the (k, d) sums, the counts and the inertia come back.
+  slots and tiles of rows per thread, whatever the number of samples. Its
+  scores come from direct loops at small k, and from a BLAS matrix product
+  per tile of rows at large k (:func:`use_product`, where the crossover was
+  measured).
+* CuPy arrays (a GPU, :func:`_device_pass`): at small k one fused CUDA
+  kernel (:mod:`._lloyd_cupy`) that reads each row once; at large k cuBLAS's
+  product for the scores, then a CUDA kernel for the sums, counts and
+  inertia, on blocks of at least :data:`GPU_MIN_BLOCK_ROWS` rows. Everything
+  stays on the device; the (k, d) sums, the k counts and the inertia are
+  what a caller brings back.
 
 Both take float32 data as it is for the scores and accumulate in float64; the
 inertia comes from exact float64 differences. Non-finite data is detected from
@@ -17,6 +23,7 @@ the inertia of the pass, not by a separate pass over the data.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -32,8 +39,8 @@ from ._validation import (
     check_sample_weight,
 )
 from .aggregate import frobenius_movement
-from .backend import namespace_of
-from .distance import assigned_sq_distances, nearest, row_blocks, row_sq_norms
+from .backend import namespace_of, one_blas_thread
+from .distance import assigned_sq_distances, nearest, row_blocks, score_terms
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -92,9 +99,24 @@ class LloydResult(NamedTuple):
     first: ClusterStats
 
 
-#: Fewest rows per block on a GPU: a block costs about ten kernel launches,
+#: Fewest rows per block on a GPU: a block costs a few kernel launches,
 #: which only long blocks hide.
 GPU_MIN_BLOCK_ROWS = 1 << 18
+#: Most centroids and features of the fused GPU kernel: a thread holds its
+#: row in registers (d <= 64), and a block's float64 sums, counts and inertia
+#: (at most 64 * 65 + 65 values, 33 KiB) fit in the 48 KiB of shared memory a
+#: kernel gets without asking. Larger passes take cuBLAS's product.
+GPU_FUSED_MAX_CLUSTERS = 64
+GPU_FUSED_MAX_FEATURES = 64
+
+
+def use_fused(n_clusters: int, n_features: int) -> bool:
+    """Whether a GPU pass runs the fused kernel (else cuBLAS's product and the accumulation).
+
+    Chosen by what fits (see :data:`GPU_FUSED_MAX_CLUSTERS`), not yet by a
+    measured crossover: no GPU has run it (``perf.py gpu`` measures both).
+    """
+    return n_clusters <= GPU_FUSED_MAX_CLUSTERS and n_features <= GPU_FUSED_MAX_FEATURES
 
 #: Fewest multiply-adds (n * k * d) of a NumPy pass that takes the numba kernel
 #: (on all threads). A smaller pass takes the array path with NumPy: about 6 ms
@@ -111,6 +133,39 @@ KERNEL_MAX_BLOCKS = 64
 KERNEL_MIN_BLOCK_ROWS = 1024
 #: Bound on the blocks' (k, d) float64 slots together.
 KERNEL_SLOT_BYTES = 32 << 20
+
+#: Fewest centroids for which the kernel scores by a matrix product
+#: (:func:`use_product`). Above every k the committed benchmark grids use
+#: (at most 100, MNIST's k-means non-IID split), so their passes keep the
+#: direct loops bit for bit, although the product already wins at k = 64
+#: where d >= 32.
+PRODUCT_MIN_CLUSTERS = 128
+#: Fewest features for the matrix product: below, BLAS's product is too thin
+#: (its depth is d) to beat the direct row-lane loop, which keeps a row's
+#: scores in registers.
+PRODUCT_MIN_FEATURES = 32
+
+
+def use_product(n_clusters: int, n_features: int) -> bool:
+    """Whether the kernel scores by a BLAS matrix product (else by its direct loops).
+
+    The product (``-2 C X^T`` per tile of 256 rows, then a vector argmin,
+    :mod:`._lloyd_numba`) runs BLAS's blocked product, which is faster per
+    multiply-add than the direct loops once the product is deep enough (d)
+    and wide enough (k). Measured crossover (``perf.py crossover``: one
+    thread, CPU time, best of 3, product / direct, float32 and float64, k in
+    64..1024; 2-core AMD EPYC, load 11-13): the product wins at d >= 32
+    (0.4-0.9, one cell of 32 at 1.03), is mixed at d = 16 (0.80-1.18) and
+    loses or ties at d <= 8 (0.87-1.59); it wins most over the feature-lane
+    loop (d > 64: 0.39-0.82). Hence d >= :data:`PRODUCT_MIN_FEATURES` = 32,
+    and k >= :data:`PRODUCT_MIN_CLUSTERS` = 128 for the grids' sake (above).
+    """
+    return n_clusters >= PRODUCT_MIN_CLUSTERS and n_features >= PRODUCT_MIN_FEATURES
+
+
+#: BLAS on one thread (:data:`.backend.one_blas_thread`) around the product loop's passes,
+#: a name of this module so that ``perf.py spin`` can switch it off.
+_one_blas_thread = one_blas_thread
 
 
 def _check_finite_after(X: Any, inertia: float) -> None:
@@ -152,8 +207,8 @@ def _pass(X: Any, centroids: Any, weights: Any, chunk_size: int, *, keep_rows: b
     """
     if namespace_of(X) is not np:
         block_rows = max(chunk_size, GPU_MIN_BLOCK_ROWS)
-        stats, labels, sqdist = _array_pass(X, centroids, weights, block_rows, keep_rows,
-                                            with_inertia)
+        stats, labels, sqdist = _device_pass(X, centroids, weights, block_rows, keep_rows,
+                                             with_inertia)
     elif X.shape[0] * X.shape[1] * centroids.shape[0] < KERNEL_MIN_WORK:
         # Non-finite data raises below, from the inertia, not as NumPy warnings.
         with np.errstate(invalid="ignore", over="ignore"):
@@ -184,11 +239,11 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
 
     n, d = X.shape
     k = centroids.shape[0]
-    # The scores run in X's dtype, so float32 data keeps float32 speed; the
-    # squared distances are exact differences in float64 either way. Scaling
-    # by -2 is exact.
-    scaled = np.ascontiguousarray((-2.0 * centroids).astype(X.dtype))
-    c_sq = row_sq_norms(centroids).astype(X.dtype)
+    product = use_product(k, d)
+    loop = _kernel.score_loop(d, product)
+    # The squared distances are exact differences in float64 whatever the
+    # dtype of the scores.
+    scaled, c_sq = score_terms(centroids, X.dtype)
     # Rows per block: the same for any thread count, so the result is too.
     rows = X.shape[0] if X.flags.c_contiguous else min(n, chunk_size)
     max_blocks = max(1, min(KERNEL_MAX_BLOCKS, KERNEL_SLOT_BYTES // (8 * k * d)))
@@ -200,7 +255,6 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
     labels = np.empty(n if keep_rows else 0, dtype=np.int64)
     sqdist = np.empty(n if keep_rows else 0)
     weights = np.empty(0) if weights is None else np.ascontiguousarray(weights)
-    row_lanes = _kernel.use_row_lanes(d)
 
     def run(part: slice, Xpart: np.ndarray) -> None:
         # Chunk size one: a thread takes the next block when it is free.
@@ -208,38 +262,84 @@ def _cpu_pass(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
         try:
             _kernel.lloyd_pass(
                 Xpart, scaled, c_sq, centroids, weights[part] if weights.size else weights,
-                block, row_lanes, with_inertia, sums, counts, inertia,
+                block, loop, with_inertia, sums, counts, inertia,
                 labels[part] if keep_rows else labels, sqdist[part] if keep_rows else sqdist,
             )
         finally:
             numba.set_parallel_chunksize(previous)
 
-    if X.flags.c_contiguous:
-        run(slice(0, n), X)
-    else:
-        for part in row_blocks(n, chunk_size):
-            run(part, np.ascontiguousarray(X[part]))
+    with _one_blas_thread if product else contextlib.nullcontext():
+        if X.flags.c_contiguous:
+            run(slice(0, n), X)
+        else:
+            for part in row_blocks(n, chunk_size):
+                run(part, np.ascontiguousarray(X[part]))
     total = float(inertia.sum()) if with_inertia else math.nan
     stats = ClusterStats(sums.sum(axis=0), counts.sum(axis=0), total)
     return stats, (labels if keep_rows else None), (sqdist if keep_rows else None)
 
 
+def _device_pass(X: Any, centroids: Any, weights: Any, block_rows: int, keep_rows: bool,
+                 with_inertia: bool, kernels: Any = None) -> tuple[ClusterStats, Any, Any]:
+    """The pass on a GPU: the CUDA kernels of `kernels` (:mod:`._lloyd_cupy`) and array operations.
+
+    Small k (:func:`use_fused`): one launch of the fused kernel over all the
+    rows, which reads each row once. Large k: per block of `block_rows`
+    rows, cuBLAS's product and argmin (:func:`~.distance.nearest`), then the
+    accumulation kernel. The statistics are float64 device arrays; the
+    inertia comes back as one number, the only transfer of the pass (none
+    without `with_inertia`).
+
+    Written with X's array namespace only, so that it runs with NumPy as
+    well: the tests pass it NumPy twins of the two kernels.
+    """
+    xp = namespace_of(X)
+    if kernels is None:
+        from . import _lloyd_cupy as kernels
+    n, d = X.shape
+    k = centroids.shape[0]
+    fused = use_fused(k, d)
+    centroids = xp.ascontiguousarray(centroids)
+    scaled, c_sq = score_terms(centroids, X.dtype)
+    sums = xp.zeros((k, d), dtype=xp.float64)
+    counts = xp.zeros(k, dtype=xp.float64)
+    inertia = xp.zeros(1, dtype=xp.float64)
+    labels = xp.empty(n, dtype=xp.int64) if keep_rows else None
+    sqdist = xp.empty(n, dtype=xp.float64) if keep_rows and with_inertia else None
+    # The fused kernel needs no scores in memory, so no blocks (one launch);
+    # the product holds a block's (rows, k) scores.
+    for rows in row_blocks(n, n if fused else block_rows):
+        block = xp.ascontiguousarray(X[rows])
+        w = None if weights is None else xp.ascontiguousarray(weights[rows])
+        block_sqdist = None if sqdist is None else sqdist[rows]
+        if fused:
+            kernels.fused(block, scaled, c_sq, centroids, w, with_inertia, sums, counts,
+                          inertia, None if labels is None else labels[rows], block_sqdist)
+        else:
+            block_labels = nearest(block, scaled.T, c_sq)
+            kernels.accumulate(block, block_labels, centroids, w, with_inertia, sums, counts,
+                               inertia, block_sqdist)
+            if keep_rows:
+                labels[rows] = block_labels
+    total = float(inertia[0]) if with_inertia else math.nan
+    return ClusterStats(sums, counts, total), labels, sqdist
+
+
 def _array_pass(X: Any, centroids: Any, weights: Any, block_rows: int, keep_rows: bool,
                 with_inertia: bool) -> tuple[ClusterStats, Any, Any]:
-    """The same pass with array operations of X's namespace: CuPy on a GPU, and
-    NumPy for a pass too small to be worth loading the numba kernel.
+    """The same pass with array operations of X's namespace, for a NumPy pass too small to
+    be worth loading the numba kernel (and the reference of the GPU pass's tests).
 
     Per block of `block_rows` rows: one matrix product for the scores, argmin,
     one product of the (weighted) one-hot labels with the block for the
     per-cluster sums, and the exact float64 differences to the winners for the
-    inertia. On a GPU everything stays on the device; the caller brings back
-    only the (k, d) sums, the counts and one number.
+    inertia.
     """
     xp = namespace_of(X)
     n, d = X.shape
     k = centroids.shape[0]
-    scaled_t = (-2.0 * centroids).T.astype(X.dtype)
-    c_sq = row_sq_norms(centroids, summation="pairwise").astype(X.dtype)
+    scaled, c_sq = score_terms(centroids, X.dtype, summation="pairwise")
+    scaled_t = scaled.T
     sums = xp.zeros((k, d), dtype=xp.float64)
     counts = xp.zeros(k, dtype=xp.float64)
     inertia = xp.zeros((), dtype=xp.float64)

@@ -6,6 +6,7 @@ seed makes the same draws whether the data live on the CPU or on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import check_all_finite, check_data, check_positive_int, check_sample_weight
-from .backend import namespace_of, to_numpy
+from .backend import namespace_of, one_blas_thread, to_numpy
 from .distance import expanded_sq_distances, row_blocks, row_sq_norms
 from .lloyd import DEFAULT_CHUNK_SIZE
 
@@ -122,19 +123,25 @@ def kmeans_plusplus(
                            for rows in row_blocks(X.shape[0], chunk_size)])
     # The origin is the first centroid, so x_sq already is D(x)^2, exactly.
     closest = x_sq.copy()
-    for c in range(1, k):
-        probs = to_numpy(weights * closest)
-        # All potential is zero only when every weighted sample coincides with a
-        # chosen centroid; drawing by weight alone still avoids zero weights.
-        candidate_ids = _draw(rng, probs if probs.any() else host_weights, n_local_trials)
-        candidates = X[xp.asarray(candidate_ids)].astype(xp.float64)
-        potentials = xp.zeros(n_local_trials, dtype=xp.float64)
-        for rows, dist in _sq_distances(X, origin, x_sq, candidates, chunk_size):
-            potentials += weights[rows] @ xp.minimum(dist, closest[rows, None])
-        best = candidates[int(xp.argmin(potentials))]
-        centers[c] = best
-        for rows, dist in _sq_distances(X, origin, x_sq, best[None, :], chunk_size):
-            closest[rows] = xp.minimum(closest[rows], dist[:, 0])
+    # The host's BLAS on one thread: these products are small (a chunk by a
+    # few candidates), where its threads only wait for each other, and would
+    # then spin through the Lloyd passes that follow (``one_blas_thread``).
+    # OpenBLAS splits a product's rows, not its sums, between threads: the
+    # same result.
+    with one_blas_thread if xp is np else contextlib.nullcontext():
+        for c in range(1, k):
+            probs = to_numpy(weights * closest)
+            # All potential is zero only when every weighted sample coincides with a
+            # chosen centroid; drawing by weight alone still avoids zero weights.
+            candidate_ids = _draw(rng, probs if probs.any() else host_weights, n_local_trials)
+            candidates = X[xp.asarray(candidate_ids)].astype(xp.float64)
+            potentials = xp.zeros(n_local_trials, dtype=xp.float64)
+            for rows, dist in _sq_distances(X, origin, x_sq, candidates, chunk_size):
+                potentials += weights[rows] @ xp.minimum(dist, closest[rows, None])
+            best = candidates[int(xp.argmin(potentials))]
+            centers[c] = best
+            for rows, dist in _sq_distances(X, origin, x_sq, best[None, :], chunk_size):
+                closest[rows] = xp.minimum(closest[rows], dist[:, 0])
     return centers
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ...numerics._validation import check_positive_int
-from ...numerics.backend import namespace_of, to_numpy
+from ...numerics.backend import namespace_of, scatter_max, to_numpy
 from ...numerics.distance import sq_distances
 from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, assign, cluster_stats
 
@@ -163,15 +163,16 @@ def cluster_geometry(X: Any, centroids: Any, *, chunk_size: int = DEFAULT_CHUNK_
     centroids = xp.asarray(centroids, dtype=xp.float64)
     stats = cluster_stats(X, centroids, chunk_size=chunk_size)
     labels, sqdist = assign(X, centroids, chunk_size=chunk_size)
-    labels, sqdist = to_numpy(labels), to_numpy(sqdist)
     k = centroids.shape[0]
+    # Per-cluster sums of squares and reaches on the data's device: only k
+    # numbers of each come to the host, not the n labels and distances.
+    sse = xp.bincount(labels, weights=sqdist, minlength=k)
+    reach_sq = xp.zeros(k, dtype=xp.float64)
+    scatter_max(reach_sq, labels, sqdist)
     counts = to_numpy(stats.counts)
     filled = np.where(counts > 0, counts, 1.0)
     means = np.where(counts[:, None] > 0, to_numpy(stats.sums) / filled[:, None], to_numpy(centroids))
-    reach_sq = np.zeros(k)
-    np.maximum.at(reach_sq, labels, sqdist)
-    return ClusterGeometry(counts, means, np.bincount(labels, weights=sqdist, minlength=k),
-                           np.sqrt(reach_sq))
+    return ClusterGeometry(counts, means, to_numpy(sse), np.sqrt(to_numpy(reach_sq)))
 
 
 def merged_sse(centroids: np.ndarray, geometry: ClusterGeometry, p: int, q: int) -> float:
