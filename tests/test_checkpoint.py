@@ -47,8 +47,9 @@ def run(config, parts, *, out=None, stop_after=None, resume=False):
     ``stop_after``-th checkpoint (1-based); with ``resume`` continue from ``out``."""
     strategy = build_strategy(config)
     writes = []
-    writer = None
-    if out is not None:
+    if out is None:
+        writer = None
+    else:
         inner = CheckpointWriter(out, strategy.settings, config.to_flower())
 
         def writer(progress):

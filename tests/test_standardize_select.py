@@ -19,9 +19,9 @@ from fedcluster.config import ConfigError, RunConfig
 from fedcluster.federation.base import RunFailed
 from fedcluster.federation.flower import FlowerFederation
 from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.messages import MOMENTS, SILHOUETTE, ClientSummary, ProtocolError, Request, validate_reply
+from fedcluster.messages import MOMENTS, SILHOUETTE, ClientSummary, Request, validate_reply
 from fedcluster.methods import build_strategy
-from fedcluster.numerics.moments import Moments, combine_moments, farthest_from_chord, local_moments
+from fedcluster.numerics.moments import combine_moments, farthest_from_chord, local_moments
 from fedcluster.preprocessing import federated_standardization, fit_method
 from fedcluster.selection import choose, KRow, parse_k_range, select_over
 from fedcluster.server.artifacts import decode_model, encode_model, read_model, write_run

@@ -30,7 +30,7 @@ from ..client.steps import chunk_size, min_cluster_size, need_centroids, non_neg
 from ..messages import ClientSummary, Request, request_option, request_setting
 from ..numerics import assign, cluster_stats, namespace_of, to_numpy
 from ..options import Options
-from .kinds import CLIENT_NOISE_KEY, SUMS
+from .kinds import CLIENT_NOISE_KEY
 from .mechanism import Clipping, add_noise, clipped_sums
 from .secagg import client_stage
 

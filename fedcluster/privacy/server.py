@@ -329,7 +329,6 @@ class PrivateRounds:
                   "data-bounds": self.bounds if self.dp != "off" else "", "dp-clip": self.clip,
                   CLIENT_NOISE_KEY: 0.0, "min-cluster-size": strategy.min_cluster_size}
         sigma = 0.0 if self.budget is None else self.budget.noise_multiplier * self.clipping.sensitivity
-        released = ("sums", "counts") if self.dp != "off" else ("sums", "counts", "sse", "n")
         what = f"round {t}"
         inner = Request(SUMS, config, np.ascontiguousarray(current))
         if self.secure:
