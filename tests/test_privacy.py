@@ -6,6 +6,7 @@ the plain sum within the fixed-point precision, and a client that drops out
 mid-round leaves a correct total of the others. DP: the accountant matches a
 hand-computed composition of Gaussian mechanisms, the budget stops a run
 cleanly, noise 0 gives the plain method, and runs are reproducible for a seed.
+``ffcm-avg1`` (fuzzy sums and supports) is held to the same as ``dwf``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from fedcluster.messages import ProtocolError, Request
 from fedcluster.methods import build_strategy
 from fedcluster.privacy import secagg
 from fedcluster.privacy.accountant import calibrate, epsilon_spent
+from fedcluster.methods.ffcm.client import FUZZY_SUMS
 from fedcluster.privacy.kinds import SUMS
 from fedcluster.privacy.mechanism import Clipping, centroids_from_totals, parse_bounds
 from fedcluster.privacy.server import secure_sum
@@ -199,20 +201,72 @@ def test_a_client_never_sends_both_shares_of_one_node():
                                                  "threshold": 1}), {}, session, 0)
 
 
-def test_secure_aggregation_over_flower_messages_equals_the_plain_run(tmp_path):
-    """The ClientApp keeps its state between stages in Flower's context; node ids are uint64."""
+@pytest.mark.parametrize(("algorithm", "rtol"), [("dwf", 1e-9), ("ffcm-avg1", 1e-7)])
+def test_secure_aggregation_over_flower_messages_equals_the_plain_run(tmp_path, algorithm, rtol):
+    """The ClientApp keeps its state between stages in Flower's context; node ids are uint64.
+
+    dwf's counts are whole, so only its sums are rounded; ffcm-avg1's supports
+    are rounded too, which moves a centre by up to m 2^-25 (1 + |c|) / W a
+    round (:func:`test_secure_ffcm_avg1_is_the_plain_one_within_the_fixed_point_precision`).
+    """
     X, parts = s1_parts(clients=4)
     start = tmp_path / "start.npy"
     np.save(start, X[np.random.default_rng(5).choice(len(X), K, replace=False)] + 0.5)
-    common = {"init": str(start), "num-server-rounds": 4, "tol": 0.0}
+    common = {"algorithm": algorithm, "init": str(start), "num-server-rounds": 4, "tol": 0.0}
     probe = Probe(FlowerFederation(InProcessGrid(build_client_app(),
                                                  save_parts(tmp_path / "parts", parts))))
     secure = build_strategy(config(**common, **{"secure-aggregation": True})).fit(probe)
     plain = build_strategy(config(**common)).fit(InMemoryFederation(parts))
-    np.testing.assert_allclose(secure.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
-    assert math.isclose(secure.score, plain.score, rel_tol=1e-9)
+    np.testing.assert_allclose(secure.centroids, plain.centroids, rtol=rtol, atol=1e-5)
+    assert math.isclose(secure.score, plain.score, rel_tol=rtol)
     assert np.array_equal(secure.counts, plain.counts)
     assert all(a.summary.n == 0 for a in probe.seen if a.summary is not None)
+
+
+def test_secure_ffcm_avg1_is_the_plain_one_within_the_fixed_point_precision(tmp_path):
+    """One round: each total is within m 2^-(f+1) of the exact one, supports included.
+
+    A centre ``S / W`` then moves by at most ``m 2^-(f+1) (1 + |c|) / W`` per
+    coordinate (float rounding aside); over rounds the runs stay together.
+    """
+    X, parts = s1_parts(clients=4)
+    start = tmp_path / "start.npy"
+    np.save(start, X[np.random.default_rng(5).choice(len(X), K, replace=False)] + 0.5)
+    common = {"algorithm": "ffcm-avg1", "init": str(start), "tol": 0.0}
+    secure_strategy = build_strategy(config(**common, **{"secure-aggregation": True,
+                                                        "num-server-rounds": 1}))
+    secure = secure_strategy.fit(InMemoryFederation(parts))
+    plain = build_strategy(config(**common, **{"num-server-rounds": 1})).fit(
+        InMemoryFederation(parts))
+    supports = secure_strategy.private.last_counts
+    bound = len(parts) * 2.0 ** -25 * (1 + np.abs(plain.centroids)) / supports[:, None]
+    error = np.abs(secure.centroids - plain.centroids)
+    assert np.all(error <= bound + 1e-12 * np.abs(plain.centroids))
+    assert np.any(supports != np.floor(supports))  # fuzzy supports, not row counts
+    secure = build_strategy(config(**common, **{"secure-aggregation": True,
+                                               "num-server-rounds": 4})).fit(
+        InMemoryFederation(parts))
+    plain = build_strategy(config(**common, **{"num-server-rounds": 4})).fit(
+        InMemoryFederation(parts))
+    np.testing.assert_allclose(secure.centroids, plain.centroids, rtol=1e-7)
+    assert np.array_equal(secure.counts, plain.counts)  # the final score's crisp counts, exact
+
+
+def test_one_row_moves_the_fuzzy_sums_no_more_than_the_sensitivity():
+    """The DP bound of ffcm-avg1's sum form: (sums, w supports) move by at most Delta per row."""
+    rng = np.random.default_rng(4)
+    X = np.vstack([rng.uniform(-0.5, 1.5, (200, 3)), [[0.5, 0.5, 0.5]], [[9.0, -9.0, 9.0]]])
+    centres = rng.uniform(0, 1, (6, 3))
+    config_ = {"chunk-size": 64, "data-bounds": "0:1", "dp-clip": 0.0, "dp-client-noise": 0.0,
+               "min-cluster-size": 2, "fuzzifier": 1.2}
+    clipping = Clipping.declared("0:1", 0.0, 3)
+    full = respond(X, Request(FUZZY_SUMS, config_, centres), {})
+    assert np.all(full.counts != np.floor(full.counts)) and full.counts.sum() <= len(X)
+    for row in (0, 200, 201):  # an inner row, one on the box's centre, one far outside it
+        less = respond(np.delete(X, row, axis=0), Request(FUZZY_SUMS, config_, centres), {})
+        change = np.concatenate([(full.sums - less.sums).ravel(),
+                                 clipping.count_weight * (full.counts - less.counts)])
+        assert np.linalg.norm(change) <= clipping.sensitivity * (1 + 1e-12)
 
 
 # -- differential privacy ------------------------------------------------------------------
@@ -256,12 +310,15 @@ def test_the_budget_stops_a_run_cleanly_and_the_model_file_records_it(tmp_path):
     assert "epsilon" in (tmp_path / "history.csv").read_text().splitlines()[0]
 
 
-def test_dp_with_no_noise_is_the_plain_lloyd_step_of_dwf_and_fedkmeans(tmp_path):
+def test_dp_with_no_noise_is_the_plain_step_of_dwf_fedkmeans_and_ffcm_avg1(tmp_path):
+    """ffcm-avg1 starts where no client has a crisp cluster of one row: the plain client
+    would withhold that centre (the floor), the sum form does not."""
     X, parts = s1_parts()
-    start = tmp_path / "start.npy"
-    np.save(start, X[np.random.default_rng(1).choice(len(X), K, replace=False)] + 0.5)
-    for algorithm, extra in (("dwf", {"lr": 0.7, "momentum": 0.2}),
-                             ("fedkmeans", {"client-lr": 0.5, "reseed-fraction": 0.0})):
+    for algorithm, extra, seed in (("dwf", {"lr": 0.7, "momentum": 0.2}, 1),
+                                   ("fedkmeans", {"client-lr": 0.5, "reseed-fraction": 0.0}, 1),
+                                   ("ffcm-avg1", {"fuzzifier": 1.5}, 5)):
+        start = tmp_path / f"start-{seed}.npy"
+        np.save(start, X[np.random.default_rng(seed).choice(len(X), K, replace=False)] + 0.5)
         common = {"algorithm": algorithm, "init": str(start), "num-server-rounds": 5, "tol": 0.0,
                   **extra}
         private = build_strategy(config(**common, **{"dp": "central"}))
@@ -272,20 +329,23 @@ def test_dp_with_no_noise_is_the_plain_lloyd_step_of_dwf_and_fedkmeans(tmp_path)
         np.testing.assert_allclose(dp.centroids, plain.centroids, rtol=1e-9, atol=1e-6)
 
 
-def test_dp_runs_are_reproducible_for_a_seed():
+@pytest.mark.parametrize("algorithm", ["dwf", "ffcm-avg1"])
+def test_dp_runs_are_reproducible_for_a_seed(algorithm):
     _, parts = s1_parts()
-    settings = {"dp": "central", "dp-epsilon": 1.0, "num-server-rounds": 5}
+    settings = {"algorithm": algorithm, "dp": "central", "dp-epsilon": 1.0, "num-server-rounds": 5}
     a = build_strategy(config(**settings)).fit(InMemoryFederation(parts))
     b = build_strategy(config(**settings)).fit(InMemoryFederation(parts))
     c = build_strategy(config(**settings, seed=2)).fit(InMemoryFederation(parts))
     assert np.array_equal(a.centroids, b.centroids) and not np.array_equal(a.centroids, c.centroids)
-    assert a.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+    assert a.rounds == 5 and a.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
 
 
-def test_distributed_dp_runs_under_secure_aggregation():
+@pytest.mark.parametrize("algorithm", ["dwf", "ffcm-avg1"])
+def test_distributed_dp_runs_under_secure_aggregation(algorithm):
     _, parts = s1_parts(clients=4)
-    result = build_strategy(config(**{"dp": "distributed", "secure-aggregation": True,
-                                      "num-server-rounds": 3, "dp-epsilon": 2.0})
+    result = build_strategy(config(**{"algorithm": algorithm, "dp": "distributed",
+                                      "secure-aggregation": True, "num-server-rounds": 3,
+                                      "dp-epsilon": 2.0})
                             ).fit(InMemoryFederation(parts))
     assert result.rounds == 3 and math.isnan(result.score)
     assert result.history[-1].epsilon == pytest.approx(2.0, abs=2e-3)
@@ -306,7 +366,7 @@ def test_clipping_bounds_a_rows_contribution():
     assert np.allclose(new, [[4.0, 1.0], [3.0, 1.0]])
 
 
-@pytest.mark.parametrize("algorithm", ["fkm", "feca", "mavg", "kfed", "ffcm-avg2", "ffcm-avg1"])
+@pytest.mark.parametrize("algorithm", ["fkm", "feca", "mavg", "kfed", "ffcm-avg2"])
 def test_methods_that_need_each_clients_centroids_refuse_the_options(algorithm):
     for settings in ({"dp": "central"}, {"secure-aggregation": True}):
         with pytest.raises(ConfigError, match=f"not available for {algorithm}: its server needs "

@@ -44,9 +44,13 @@ RUNS = [
                             "secure-aggregation": True, "dp": "distributed", "dp-epsilon": 5.0}),
     ("fedkmeans-central-dp", {"algorithm": "fedkmeans", "init": "random", "data-bounds": "0:1000",
                               "dp": "central", "dp-epsilon": 5.0}),
+    ("ffcm-avg1-secure-aggregation", {"algorithm": "ffcm-avg1", "init": "random",
+                                      "data-bounds": "0:1000", "secure-aggregation": True}),
+    ("ffcm-avg1-central-dp", {"algorithm": "ffcm-avg1", "init": "random", "data-bounds": "0:1000",
+                              "dp": "central", "dp-epsilon": 5.0}),
 ]
 #: Runs whose server must see nothing but protocol payloads (secure aggregation).
-SECURE = {"dwf-secure-aggregation", "dwf-distributed-dp"}
+SECURE = {"dwf-secure-aggregation", "dwf-distributed-dp", "ffcm-avg1-secure-aggregation"}
 
 
 class ServerView:
@@ -133,8 +137,8 @@ def test_no_message_of_any_method_holds_a_row_in_a_flower_simulation(tmp_path):
     kinds = {str(r["message_type"]) for r in replies}
     assert {"train", "evaluate", "query.bounds", "query.local_kmeans", "query.garst_init",
             "train.garst", "train.fuzzy", "query.feca", "train.minibatch", "train.sums",
-            "query.dimension", "query.secagg_setup", "query.secagg_share", "query.secagg_masked",
-            "query.secagg_unmask"} <= kinds
+            "train.fuzzy_sums", "query.dimension", "query.secagg_setup", "query.secagg_share",
+            "query.secagg_masked", "query.secagg_unmask"} <= kinds
     for name in SECURE:  # the server received keys, shares and masked words, no statistic
         answers = [a for a in seen_by_server[name] if a.summary is not None]
         assert answers and all(a.summary.n == 0 and a.summary.payload is not None

@@ -3,7 +3,9 @@
 :func:`sums_request` answers ``train.sums``, one Lloyd step in sum form
 (:mod:`.mechanism`): per global centroid, the sum of the nearest rows
 (clipped and shifted when the request declares ``data-bounds`` for DP) and
-their number, with the sum of squared distances. Under distributed DP
+their number, with the sum of squared distances. A method whose sum form
+weighs rows differently (``ffcm-avg1``: by fuzzy memberships) answers its
+own request kind through the same :func:`sum_form_reply`. Under distributed DP
 (``dp-client-noise`` > 0) the client adds its share of the Gaussian noise to
 the sums and counts, drawn from the operating system's entropy (never from a
 server seed: a server that knew the seed could subtract the noise) and sends
@@ -36,32 +38,55 @@ from .secagg import client_stage
 
 
 
-def sums_request(X, centroids, config: dict) -> ClientSummary:
-    """Per-cluster sums and counts of the rows nearest each global centroid (one Lloyd step).
+#: The assignment behind a sum-form reply: ``(X, given centroids, clipping or None, config)`` ->
+#: per-cluster sums (of the clipped, shifted rows under a clipping), counts (or a method's
+#: weights of the rows, such as fuzzy supports) and the sum of squared distances.
+SumStep = Callable[[Any, np.ndarray, Clipping | None, dict], tuple[np.ndarray, np.ndarray, float]]
+
+
+def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
+    """A reply in sum form, whatever the step's assignment: floor, clipping, the client's noise.
 
     Reads ``data-bounds`` and ``dp-clip`` (the clipping, when bounds are
-    given) and ``dp-client-noise`` (0: none), besides ``chunk-size`` and the
-    floor.
+    given: ``step`` then sums clipped, shifted rows) and ``dp-client-noise``
+    (0: none; its Gaussian share goes on the sums and counts through the
+    same :func:`~.mechanism.add_noise` as the server's, and the squared
+    distances are withheld), besides the floor. Every method's sum form
+    (:func:`sums_request`, ``ffcm-avg1``'s fuzzy sums) answers through here,
+    so the clipping and the noise are one code path.
     """
     given = need_centroids(centroids)
     check_rows(int(X.shape[0]), min_cluster_size(config))
-    xp = namespace_of(X)
     bounds = request_option(config, Options, "data-bounds")
     noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
-    k = len(given)
-    if not bounds:
-        stats = cluster_stats(X, xp.asarray(given), chunk_size=chunk_size(config))
-        return ClientSummary(n=int(X.shape[0]), sums=to_numpy(stats.sums),
-                             counts=to_numpy(stats.counts), sse=float(stats.inertia))
-    clipping = Clipping.declared(bounds, request_option(config, Options, "dp-clip"), given.shape[1])
-    labels, sqdist = assign(X, xp.asarray(given), chunk_size=chunk_size(config))
-    sums, counts = clipped_sums(to_numpy(X), to_numpy(labels), k, clipping)
-    sse = float(to_numpy(sqdist).sum())
-    if noise > 0:
+    clip = request_option(config, Options, "dp-clip")
+    clipping = Clipping.declared(bounds, clip, given.shape[1]) if bounds else None
+    sums, counts, sse = step(X, given, clipping, config)
+    if clipping is not None and noise > 0:
         rng = np.random.default_rng(secrets.randbits(128))
         sums, counts = add_noise(sums, counts, noise, clipping.count_weight, rng)
         sse = float("nan")  # an un-noised total: not released under DP
     return ClientSummary(n=int(X.shape[0]), sums=sums, counts=counts, sse=sse)
+
+
+def sums_request(X, centroids, config: dict) -> ClientSummary:
+    """Per-cluster sums and counts of the rows nearest each global centroid (one Lloyd step).
+
+    Reads ``chunk-size`` besides what :func:`sum_form_reply` reads.
+    """
+    return sum_form_reply(X, centroids, config, _nearest_sums)
+
+
+def _nearest_sums(X, given: np.ndarray, clipping: Clipping | None, config: dict
+                  ) -> tuple[np.ndarray, np.ndarray, float]:
+    """Sums and counts of each centroid's nearest rows (clipped under a clipping), and the SSE."""
+    xp = namespace_of(X)
+    if clipping is None:
+        stats = cluster_stats(X, xp.asarray(given), chunk_size=chunk_size(config))
+        return to_numpy(stats.sums), to_numpy(stats.counts), float(stats.inertia)
+    labels, sqdist = assign(X, xp.asarray(given), chunk_size=chunk_size(config))
+    sums, counts = clipped_sums(to_numpy(X), to_numpy(labels), len(given), clipping)
+    return sums, counts, float(to_numpy(sqdist).sum())
 
 
 def dimension_request(X) -> ClientSummary:

@@ -29,6 +29,12 @@ The choices the literature leaves open, as fedcluster makes them:
   ``(S + e) / (N + f)`` to first order for a centroid at distance ``R`` from
   the centre (the error is ``(d sigma_S^2 + ||c'||^2 sigma_N^2) / N^2``;
   minimising over ``w^2`` gives ``w^2 = R ||c'|| / sqrt(d)``).
+* **Soft assignments** (``ffcm-avg1``, :func:`fedcluster.methods.ffcm.client.fuzzy_sums_request`):
+  a row adds ``u_j^m x'`` to every cluster's sum and ``u_j^m`` to its count,
+  with memberships ``u_j`` in [0, 1] that sum to 1 and ``m > 1``. The change
+  of (sums, ``w`` counts) has L2 norm ``sqrt(sum_j u_j^(2m)) sqrt(||x'||^2 + w^2)
+  <= Delta``, as ``sum_j u_j^(2m) <= sum_j u_j = 1``: the bound of the hard
+  assignment, so the same noise and accountant apply.
 * **Noisy counts below 1** (zero or negative after noise): the cluster keeps
   its current centroid (dividing by a count near zero would throw it anywhere).
   Every new centroid is then projected into the declared box: post-processing,
@@ -165,12 +171,15 @@ def centroids_from_totals(sums: np.ndarray, counts: np.ndarray, current: np.ndar
 
     ``centre + sums / counts`` where the count is at least ``min_count``; the
     current centroid elsewhere; then projected into the box. Without
-    ``clipping`` the sums are of the rows themselves and a cluster with no row
-    keeps its centroid.
+    ``clipping`` (no DP: exact totals) the sums are of the rows themselves,
+    every cluster of positive count takes ``sums / counts`` and one of count
+    0 keeps its centroid, as the plain methods' weighted means do: the
+    threshold ``min_count`` guards against noise only, and a fuzzy support
+    (``ffcm-avg1``) may rightly lie below 1.
     """
     counts = np.asarray(counts, dtype=np.float64)
     current = np.asarray(current, dtype=np.float64)
-    enough = counts >= min_count
+    enough = counts >= min_count if clipping is not None else counts > 0
     means = np.asarray(sums, dtype=np.float64) / np.where(enough, counts, 1.0)[:, None]
     if clipping is None:
         return np.where(enough[:, None], means, current)

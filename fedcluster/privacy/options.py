@@ -13,13 +13,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-#: Methods whose server needs only per-cluster totals (the sum form of a Lloyd step).
-SUM_FORM = ("dwf", "ewf", "fedkmeans")
+#: Methods whose server needs only per-cluster totals (the sum form of a Lloyd step; for
+#: ffcm-avg1, of its fuzzy step: membership-weighted sums and supports, eq. 8).
+SUM_FORM = ("dwf", "ewf", "fedkmeans", "ffcm-avg1")
 
 DP = Annotated[Literal["off", "central", "distributed"], Field(
-    "off", description="differential privacy of the released centroids (dwf, ewf, fedkmeans "
-    "in their one-step sum form): central (the server adds Gaussian noise to the totals) or "
-    "distributed (each client adds its share; needs --secure-aggregation true)")]
+    "off", description="differential privacy of the released centroids (dwf, ewf, fedkmeans, "
+    "ffcm-avg1 in their one-step sum form): central (the server adds Gaussian noise to the "
+    "totals) or distributed (each client adds its share; needs --secure-aggregation true)")]
 DPEpsilon = Annotated[float, Field(
     1.0, gt=0.0, description="privacy budget epsilon of a whole DP run (every round counted)")]
 DPDelta = Annotated[float, Field(
@@ -36,7 +37,7 @@ DataBounds = Annotated[str, Field(
     "under DP or secure aggregation")]
 SecureAggregation = Annotated[bool, Field(
     False, description="the server learns only the round's total of the clients' sums, counts "
-    "and squared distances (SecAgg; dwf, ewf, fedkmeans in their one-step sum form)")]
+    "and squared distances (SecAgg; dwf, ewf, fedkmeans, ffcm-avg1 in their one-step sum form)")]
 SecAggThreshold = Annotated[float, Field(
     0.5, gt=0.0, le=1.0, description="share of a round's participants whose key shares "
     "rebuild a mask (at least a majority); up to the rest may drop out mid-round")]

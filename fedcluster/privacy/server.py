@@ -1,9 +1,11 @@
 """The server's side of a private round: totals in the clear or through SecAgg, noise, budget.
 
 :class:`PrivateRounds` is what a round-based strategy (``dwf``, ``ewf``,
-``fedkmeans``) uses when ``dp`` or ``secure-aggregation`` is on. Each round
-it asks the sampled clients for one Lloyd step in sum form
-(:data:`~.kinds.SUMS`), obtains the totals of their sums, counts (and, without
+``fedkmeans``, ``ffcm-avg1``) uses when ``dp`` or ``secure-aggregation`` is
+on. Each round it asks the sampled clients for one step in sum form (the
+strategy's ``sums_type``: :data:`~.kinds.SUMS`, a Lloyd step, or
+``ffcm-avg1``'s fuzzy sums, whose counts are the supports ``sum_i u_ij^m``),
+obtains the totals of their sums, counts (and, without
 DP, squared distances and rows) either by adding the checked replies
 (central DP without secure aggregation: the trusted server sees each
 client's sums) or through :func:`secure_sum` (it sees only the total), adds
@@ -43,7 +45,7 @@ from ..numerics import random_in_box
 from ..results import RunResult
 from . import secagg
 from .accountant import Budget, calibrate
-from .kinds import CLIENT_NOISE_KEY, DIMENSION, SUMS
+from .kinds import CLIENT_NOISE_KEY, DIMENSION
 from .mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
 
 if TYPE_CHECKING:
@@ -58,7 +60,8 @@ class Totals:
     """A round's totals over its participants.
 
     ``sums`` (k, d) are of the clipped rows shifted to the box's centre under
-    DP, of the rows themselves otherwise; ``counts`` (k,) are noisy under DP;
+    DP, of the rows themselves otherwise; ``counts`` (k,) are the rows per
+    cluster (``ffcm-avg1``: the fuzzy supports), noisy under DP;
     ``sse`` and ``n`` are NaN under DP (not released). ``target`` are the
     Lloyd step's centroids (:func:`~.mechanism.centroids_from_totals`).
     """
@@ -330,7 +333,8 @@ class PrivateRounds:
                   CLIENT_NOISE_KEY: 0.0, "min-cluster-size": strategy.min_cluster_size}
         sigma = 0.0 if self.budget is None else self.budget.noise_multiplier * self.clipping.sensitivity
         what = f"round {t}"
-        inner = Request(SUMS, config, np.ascontiguousarray(current))
+        inner = Request(strategy.sums_type, {**config, **strategy.sums_settings()},
+                        np.ascontiguousarray(current))
         if self.secure:
             def client_noise(threshold: int) -> dict:
                 noise = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
@@ -344,9 +348,10 @@ class PrivateRounds:
             counts = vector[k * dim:k * dim + k]
             sse, n = (vector[-2], vector[-1]) if len(fields) == 4 else (math.nan, math.nan)
         else:
-            exchange = strategy.exchange(federation, SUMS, nodes, config,
-                                         lambda s: self._check_sums(s, k, dim), centroids=inner.centroids,
-                                         what=what)
+            exchange = strategy.exchange(
+                federation, inner.kind, nodes, inner.config,
+                lambda s: self._check_sums(s, k, dim, strategy.whole_counts),
+                centroids=inner.centroids, what=what)
             summaries = exchange.in_content_order()
             sums = np.sum([s.sums for s in summaries], axis=0)
             counts = np.sum([s.counts for s in summaries], axis=0)
@@ -360,9 +365,14 @@ class PrivateRounds:
         target = centroids_from_totals(sums, counts, current, self.clipping)
         return Totals(sums, counts, sse, n, target), exchange, epsilon
 
-    def _check_sums(self, summary: ClientSummary, k: int, dim: int) -> ClientSummary:
-        """A client's sums reply, checked; under DP its sums must respect the clipping radius."""
-        summary = validate_reply(summary, k=k, dim=dim, expect=("sums", "counts", "sse"))
+    def _check_sums(self, summary: ClientSummary, k: int, dim: int, whole_counts: bool
+                    ) -> ClientSummary:
+        """A client's sums reply, checked; under DP its sums must respect the clipping radius.
+
+        ``whole_counts``: the counts must be numbers of rows (false for fuzzy supports).
+        """
+        summary = validate_reply(summary, k=k, dim=dim, expect=("sums", "counts", "sse"),
+                                 whole_counts=whole_counts)
         if self.clipping is not None:
             norms = np.linalg.norm(summary.sums, axis=1)
             if np.any(norms > summary.counts * self.clipping.radius * (1 + CLIP_SLACK) + 1e-12):
@@ -375,8 +385,9 @@ class PrivateRounds:
         """The restart's result: scored through secure aggregation, or not scored under DP.
 
         Under DP the score is NaN (it would be released without noise), the
-        counts are the last round's noisy counts (negative ones as 0) and
-        ``n_points`` their rounded total (at least 1).
+        counts are the last round's noisy counts (negative ones as 0;
+        ``ffcm-avg1``: noisy supports, which add up to fewer than the rows)
+        and ``n_points`` their rounded total (at least 1).
         """
         k = len(centroids)
         if self.dp != "off":

@@ -18,6 +18,7 @@ from ..federation.base import Exchange, Federation
 from ..logs import log
 from ..messages import ClientSummary, validate_reply
 from ..numerics import frobenius_movement
+from ..privacy.kinds import SUMS
 from ..privacy.options import privacy_on
 from ..privacy.server import PrivateRounds, Totals
 from ..results import RoundRecord
@@ -40,7 +41,8 @@ class RoundBasedStrategy(ClusteringStrategy):
 
     With ``dp`` or ``secure-aggregation`` on (methods with a sum form only,
     see :mod:`fedcluster.privacy`), :attr:`private` runs each round: the
-    clients send per-cluster sums and counts, the server gets their totals
+    clients answer :attr:`sums_type` (with :meth:`sums_settings`) with
+    per-cluster sums and counts, the server gets their totals
     (noisy under DP) and the method combines them in
     :meth:`aggregate_totals`; the start is random in the declared
     ``data-bounds`` (or a file), and a DP run stops when its budget is spent.
@@ -48,6 +50,10 @@ class RoundBasedStrategy(ClusteringStrategy):
 
     #: The kind of each round's request to the clients (the method's own step).
     train_type: str = ""
+    #: The kind of a private round's request: the method's step in sum form (one Lloyd step).
+    sums_type: str = SUMS
+    #: Whether the sum form's counts are numbers of rows (whole); fuzzy supports are not.
+    whole_counts: bool = True
 
     def __init__(self, k: int | None = None, /, **settings) -> None:
         super().__init__(k, **settings)
@@ -68,6 +74,10 @@ class RoundBasedStrategy(ClusteringStrategy):
     def aggregate(self, current: np.ndarray, summaries: list[ClientSummary]) -> np.ndarray:
         """New global centroids from the current ones and the accepted replies."""
         raise NotImplementedError
+
+    def sums_settings(self) -> dict:
+        """The config of a private round's request (:attr:`sums_type`) beyond the privacy's own."""
+        return {}
 
     def aggregate_totals(self, current: np.ndarray, totals: Totals) -> np.ndarray:
         """New global centroids from a private round's totals (methods with a sum form)."""

@@ -3,7 +3,9 @@
 The client step computes the memberships of eq. 5 against the global centres,
 the local centres of eq. 6 and the supports of eq. 7 in one pass over blocks
 of ``chunk_size`` rows, so the extra memory is O(chunk_size * k) whatever the
-number of samples. The server averages the clients' local centres by the
+number of samples; :func:`fuzzy_sums` is that pass without the division of
+eq. 6, the sums that avg1's sum form sends under DP or secure aggregation
+(:mod:`fedcluster.methods.ffcm.client`). The server averages the clients' local centres by the
 support-weighted mean of eq. 8 (:func:`~fedcluster.numerics.aggregate.weighted_centroid_mean`)
 or by k-means over all of them (eq. 9, :func:`kmeans_average`), and stops when
 the summed centre movement (:func:`summed_movement`) is small.
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -45,7 +47,9 @@ from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, ClusterStats, update_centroids
 
 __all__ = [
     "FuzzyStep",
+    "FuzzySums",
     "fuzzy_step",
+    "fuzzy_sums",
     "kmeans_average",
     "memberships",
     "summed_movement",
@@ -145,6 +149,80 @@ def memberships(X: Any, centres: Any, *, fuzzifier: float = 2.0,
     return u
 
 
+class FuzzySums(NamedTuple):
+    """The sums behind one client step of FFCM (:func:`fuzzy_sums`).
+
+    Attributes
+    ----------
+    sums : array of shape (k, n_features), float64
+        ``sum_i u_ij^m x_i`` (the numerator of eq. 6), of the rows as
+        ``summed`` maps them.
+    supports : array of shape (k,), float64
+        ``W_j = sum_i u_ij^m`` (eq. 7, the denominator of eq. 6).
+    counts : array of shape (k,), float64
+        Crisp counts: points whose nearest global centre is ``j``.
+    inertia : float
+        Crisp sum of squared distances of the points to their nearest global
+        centre.
+    """
+
+    sums: Any
+    supports: Any
+    counts: Any
+    inertia: float
+
+
+def fuzzy_sums(X: Any, centres: Any, *, fuzzifier: float = 2.0,
+               chunk_size: int = DEFAULT_CHUNK_SIZE,
+               summed: Callable[[Any], Any] | None = None) -> FuzzySums:
+    """Membership-weighted sums, supports, crisp counts and squared distances, in one pass.
+
+    Parameters
+    ----------
+    X : array of shape (n_samples, n_features)
+        The client's samples (NumPy or CuPy).
+    centres : array of shape (k, n_features)
+        Global centres.
+    fuzzifier : float, default=2.0
+        The weighting exponent ``m > 1``.
+    chunk_size : int, default=DEFAULT_CHUNK_SIZE
+        Number of rows processed at once.
+    summed : callable, optional
+        Maps a block of rows (float64, on the namespace of `X`) to the rows
+        that enter ``sums`` (the DP sum form sums clipped, shifted rows,
+        :mod:`fedcluster.privacy.mechanism`). The memberships, counts and
+        squared distances are always of the rows themselves.
+
+    Returns
+    -------
+    FuzzySums
+        Arrays on the namespace of `X`.
+    """
+    X, centres, fuzzifier, chunk_size = _check_inputs(X, centres, fuzzifier, chunk_size)
+    return _sums(X, centres, fuzzifier, chunk_size, summed)
+
+
+def _sums(X: Any, centres: Any, fuzzifier: float, chunk_size: int,
+          summed: Callable[[Any], Any] | None) -> FuzzySums:
+    """:func:`fuzzy_sums` of checked inputs."""
+    xp = namespace_of(X)
+    k = centres.shape[0]
+    sums = xp.zeros_like(centres)
+    supports = xp.zeros(k, dtype=xp.float64)
+    counts = xp.zeros(k, dtype=xp.float64)
+    inertia = 0.0
+    for _, chunk, u, labels in _blocks(X, centres, fuzzifier, chunk_size):
+        weights = u**fuzzifier
+        supports += xp.sum(weights, axis=0)
+        sums += weights.T @ (chunk if summed is None else summed(chunk))
+        counts += xp.bincount(labels, minlength=k)
+        # The squared distance to the nearest centre from the difference, not
+        # the expansion: exact to rounding, like the other methods' scores.
+        diff = centres[labels] - chunk
+        inertia = inertia + xp.sum(diff * diff)
+    return FuzzySums(sums, supports, counts, float(inertia))
+
+
 def fuzzy_step(X: Any, centres: Any, *, fuzzifier: float = 2.0,
                chunk_size: int = DEFAULT_CHUNK_SIZE) -> FuzzyStep:
     """One client step of FFCM: local centres and supports from the global centres.
@@ -152,7 +230,7 @@ def fuzzy_step(X: Any, centres: Any, *, fuzzifier: float = 2.0,
     Step 3 and 4 of the paper's protocol: the memberships of eq. 5 against
     the global ``centres``, then the local centres of eq. 6 and the supports
     of eq. 7, and the crisp counts and squared distances to the nearest
-    global centre, all in one pass.
+    global centre, all in one pass (:func:`fuzzy_sums`).
 
     Parameters
     ----------
@@ -171,25 +249,11 @@ def fuzzy_step(X: Any, centres: Any, *, fuzzifier: float = 2.0,
         Arrays on the namespace of `X`.
     """
     X, centres, fuzzifier, chunk_size = _check_inputs(X, centres, fuzzifier, chunk_size)
-    xp = namespace_of(X)
-    k = centres.shape[0]
-    sums = xp.zeros_like(centres)
-    supports = xp.zeros(k, dtype=xp.float64)
-    counts = xp.zeros(k, dtype=xp.float64)
-    inertia = 0.0
-    for _, chunk, u, labels in _blocks(X, centres, fuzzifier, chunk_size):
-        weights = u**fuzzifier
-        supports += xp.sum(weights, axis=0)
-        sums += weights.T @ chunk
-        counts += xp.bincount(labels, minlength=k)
-        # The squared distance to the nearest centre from the difference, not
-        # the expansion: exact to rounding, like the other methods' scores.
-        diff = centres[labels] - chunk
-        inertia = inertia + xp.sum(diff * diff)
+    totals = _sums(X, centres, fuzzifier, chunk_size, None)
     # Eq. 6 is update_centroids' sums / weights; a centre that no point
     # supports (every point sits on another centre) keeps its global position.
-    local = update_centroids(ClusterStats(sums, supports, 0.0), centres)
-    return FuzzyStep(local, supports, counts, float(inertia))
+    local = update_centroids(ClusterStats(totals.sums, totals.supports, 0.0), centres)
+    return FuzzyStep(local, totals.supports, totals.counts, totals.inertia)
 
 
 def kmeans_average(local_centres: Sequence[Any], k: int, *, rng: np.random.Generator,

@@ -6,6 +6,12 @@ the centres and supports; the server averages them by the support-weighted
 mean (avg1, eq. 8) or by k-means over all local centres (avg2, eq. 9). A run
 stops when the summed movement of the centres, ``sum_k ||c_k,t - c_k,t+1||``,
 is below ``tol`` (the paper's epsilon) or after ``num_server_rounds`` rounds.
+
+Under DP or secure aggregation (avg1 only, :mod:`fedcluster.privacy`) each
+client sends instead the numerators and denominators of its local centres,
+``sum_i u_ij^m x_i`` and ``W_j`` (:func:`.client.fuzzy_sums_request`); eq. 8
+is their totals' quotient. avg2 clusters each client's own centres, which
+neither can release.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import numpy as np
 from ...numerics import weighted_centroid_mean
 from .kernels import kmeans_average, summed_movement
 from ...messages import ClientSummary, validate_reply
-from .client import FUZZY
+from ...privacy.server import Totals
+from .client import FUZZY, FUZZY_SUMS
 from .options import FFCMOptions
 from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT
 from ...strategies.rounds import RoundBasedStrategy
@@ -50,6 +57,11 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
     * The paper initialises the centres at random and names no distribution;
       ``init="random"`` draws them uniformly in the federated bounding box.
       The default start is every method's, ``local-kmeans``.
+    * DP and secure aggregation (avg1): eq. 8 from the totals of the clients'
+      fuzzy sums and supports (:meth:`aggregate_totals`). Without DP that is
+      the plain avg1 up to the fixed-point rounding, except that no client
+      withholds a centre of fewer than ``min-cluster-size`` crisp rows (the
+      sum form's floor is per client, :mod:`fedcluster.privacy.client`).
 
     Its settings are :class:`~.options.FFCMOptions`: ``algorithm``
     ``"ffcm-avg1"`` (eq. 8) or ``"ffcm-avg2"`` (eq. 9); ``fuzzifier``, the
@@ -59,6 +71,8 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
 
     Options = FFCMOptions
     train_type = FUZZY
+    sums_type = FUZZY_SUMS
+    whole_counts = False
 
     @property
     def averaging(self) -> str:
@@ -68,6 +82,10 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
     def train_settings(self) -> dict:
         """The fuzzifier m of eq. 5-7."""
         return {"fuzzifier": self.fuzzifier}
+
+    def sums_settings(self) -> dict:
+        """The fuzzifier m, which the sum form's memberships need as the plain step does."""
+        return self.train_settings()
 
     def validate_train_reply(self, summary: ClientSummary, k: int, dim: int) -> ClientSummary:
         """Local centres, supports, crisp counts and squared distances."""
@@ -83,6 +101,19 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
             local = supported
         return kmeans_average(local, self.k, rng=self.rng, reference=current,
                               n_init=SERVER_N_INIT, max_iter=INIT_MAX_ITER, tol=INIT_TOL)
+
+    def aggregate_totals(self, current: np.ndarray, totals: Totals) -> np.ndarray:
+        """avg1 from a private round's totals: their sums over their supports (eq. 8 with eq. 6).
+
+        ``sum_c W_cj c_cj / sum_c W_cj`` with ``c_cj = S_cj / W_cj`` is
+        ``sum_c S_cj / sum_c W_cj``, the totals' target
+        (:func:`~fedcluster.privacy.mechanism.centroids_from_totals`): a centre
+        of total support 0 keeps its position, as the weighted mean's fallback
+        does; under DP one of noisy support below 1 keeps it too and the
+        centres are projected into the declared box. Only avg1 gets here
+        (:func:`~fedcluster.privacy.options.check_privacy` refuses avg2).
+        """
+        return totals.target
 
     def movement(self, new: np.ndarray, current: np.ndarray) -> float:
         """The paper's criterion: the sum over centres of the distance each moved."""
