@@ -6,8 +6,9 @@ a crash) as soon as the ServerApp's checkpoint says round 2 is done. Then:
 ``fedcluster submit`` of the interrupted run fails loudly, nothing of the
 SuperLink's process group (its SuperExec, the ``flwr-serverapp`` process)
 outlives it, the SuperNodes wait for the SuperLink instead of exiting, and
-once it is started again on the same database ``fedcluster submit --resume``
-finishes the run with the uninterrupted run's centroids, bit for bit, and the
+once it is started again on the same database and every SuperNode has
+reconnected (by Flower's retries, under the id it had), ``fedcluster submit
+--resume`` finishes the run with the uninterrupted run's centroids, bit for bit, and the
 same rounds and participants (the SuperNodes keep their node ids).
 """
 
@@ -26,7 +27,7 @@ from harness.localdeploy import LocalDeployment, group_members
 pytestmark = pytest.mark.slow
 
 SETTINGS = {"algorithm": "dwf", "k": 15, "num-server-rounds": 6, "local-steps": 2, "lr": 0.9,
-            "momentum": 0.3, "seed": 4, "tol": 0.0, "min-nodes": 3, "round-timeout": 60.0}
+            "momentum": 0.3, "seed": 4, "tol": 0.0, "min-nodes": 3, "round-timeout": 120.0}
 
 
 def run_config(**extra) -> str:
@@ -75,17 +76,16 @@ def test_killed_superlink_resumes_to_the_uninterrupted_result(tmp_path):
         assert 2 <= before.round < 6 and before.round >= at_kill.round, before
 
         deployment.start_superlink()
+        deployment.wait_for_reconnection(timeout=180)
         done = deployment.submit("--resume", str(cut), "-c", run_config(), timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
         assert f"resuming at restart 0, after round {before.round}" in done.stdout, done.stdout
-        log = deployment.logs()
 
     reference, resumed = read_model(whole / "model.pb"), read_model(cut / "model.pb")
+    # First who took part: a round that lost a client explains any other difference.
+    assert [(r.phase, r.round, r.participants, r.clients_answered) for r in resumed.history] == \
+        [(r.phase, r.round, r.participants, r.clients_answered) for r in reference.history]
     np.testing.assert_array_equal(resumed.centroids, reference.centroids)
     np.testing.assert_array_equal(resumed.counts, reference.counts)
     assert resumed.score == reference.score and resumed.rounds == reference.rounds == 6
-    assert [(r.phase, r.round, r.participants, r.clients_answered) for r in resumed.history] == \
-        [(r.phase, r.round, r.participants, r.clients_answered) for r in reference.history]
     assert all(len(r.participants) == 3 for r in resumed.history)
-    # The SuperNodes reconnected by themselves (Flower's retries), under the ids they had.
-    assert "Connection successful after" in log, log
