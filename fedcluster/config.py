@@ -79,9 +79,6 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
         if self.resume_from and self.dp != "off":
             raise ValueError("a dp run cannot resume from a checkpoint yet (the checkpoint does "
                              "not hold the privacy accountant's spent budget)")
-        if self.resume_from and self.algorithm == "deepfeca":
-            raise ValueError("a deepfeca run cannot resume from a checkpoint yet (the checkpoint "
-                             "does not hold the network's weights)")
         return self
 
     def to_flower(self) -> dict[str, int | float | str | bool]:

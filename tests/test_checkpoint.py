@@ -87,7 +87,7 @@ def interrupted_and_resumed(config, parts, tmp_path, stop_after):
     return whole, resumed, writes
 
 
-#: deepfeca writes no checkpoint (its network is not part of one yet; RunConfig refuses it).
+#: deepfeca trains a network on images: its own tests are below (digits, not S1).
 RESUMABLE = sorted(set(METHODS) - {"deepfeca"})
 
 
@@ -237,6 +237,78 @@ def test_a_malformed_state_entry_is_refused_by_name(written):
         resume_point(path, build_strategy(config), config.to_flower())
 
 
+# -- deepfeca: the network's weights ------------------------------------------------------------
+def deepfeca_config(**settings) -> RunConfig:
+    """DeepFeCA's small CNN on scikit-learn's 8x8 digits, small enough for a test."""
+    return RunConfig.from_mapping({"algorithm": "deepfeca", "dataset": "digits", "k": 6,
+                                   "seed": 3, "num-server-rounds": 2, "local-steps": 1,
+                                   "image-shape": "1,8,8", **settings})
+
+
+@pytest.fixture(scope="module")
+def digit_parts():
+    """600 of the digits over 3 clients; skips where PyTorch is absent."""
+    pytest.importorskip("torch", reason="DeepFeCA needs PyTorch: pip install 'fedcluster[deep]'")
+    from fedcluster.data import load_dataset, partition_indices
+
+    X = load_dataset("digits").X
+    rows = X[np.random.default_rng(0).permutation(len(X))[:600]]
+    return [rows[i] for i in partition_indices(len(rows), 3, "iid", seed=0)]
+
+
+def assert_same_network(resumed, whole):
+    """The same named arrays (a network's weights), bit for bit, dtypes included."""
+    assert resumed.keys() == whole.keys() and whole
+    for name, weights in whole.items():
+        assert resumed[name].dtype == weights.dtype
+        np.testing.assert_array_equal(resumed[name], weights, err_msg=name)
+
+
+def test_deepfeca_resumed_after_round_1_equals_the_uninterrupted_run(digit_parts, tmp_path):
+    """Cut after round 1 of 2: the same weights, centroids and history, bit for bit."""
+    config = deepfeca_config()
+    whole, resumed, writes = interrupted_and_resumed(config, digit_parts, tmp_path, stop_after=1)
+    assert writes == [(0, 1), (0, 2), (1, None)]
+    assert_same_result(resumed, whole)
+    assert_same_network(resumed.arrays, whole.arrays)
+    _, final = read_checkpoint(tmp_path / "cut")
+    assert_same_network(final.best.arrays, whole.arrays)  # the best restart keeps its network
+    # The checkpoint holds the weights as raw bytes: about 4/3 of the small CNN's, twice.
+    assert (tmp_path / "cut" / CHECKPOINT_FILE).stat().st_size < 1_000_000
+
+
+def test_deepfeca_resumes_between_restarts_with_the_best_network(digit_parts, tmp_path):
+    """n_init = 2, cut after restart 0 is scored: its network comes back from the checkpoint
+    (seed 1: restart 0 is the best, so the result's network is the checkpoint's)."""
+    config = deepfeca_config(**{"n-init": 2, "num-server-rounds": 1, "seed": 1})
+    whole, resumed, writes = interrupted_and_resumed(config, digit_parts, tmp_path, stop_after=2)
+    assert writes == [(0, 1), (1, None), (1, 1), (2, None)] and whole.best_restart == 0
+    assert_same_result(resumed, whole)
+    assert_same_network(resumed.arrays, whole.arrays)
+
+
+def test_a_deepfeca_checkpoint_of_another_network_is_refused(digit_parts, tmp_path):
+    config = deepfeca_config()
+    with pytest.raises(Interrupted):
+        run(config, digit_parts, out=tmp_path, stop_after=1)
+    other = deepfeca_config(**{"train-lr": 0.1})
+    with pytest.raises(CheckpointError, match="train-lr: checkpoint 0.05, this run 0.1"):
+        resume_point(tmp_path, build_strategy(other), other.to_flower())
+    # Weights that do not fit the network are refused by name, even with a matching checksum.
+    import hashlib
+
+    from fedcluster.server.checkpoint import _canonical
+
+    path = tmp_path / CHECKPOINT_FILE
+    envelope = json.loads(path.read_text())
+    weights = envelope["body"]["state"]["weights"]
+    weights.pop(sorted(weights)[0])
+    envelope["sha256"] = hashlib.sha256(_canonical(envelope["body"])).hexdigest()
+    path.write_text(json.dumps(envelope))
+    with pytest.raises(CheckpointError, match="state 'weights' does not fit network 'small-cnn'"):
+        resume_point(path, build_strategy(config), config.to_flower())
+
+
 class Renumbered(InMemoryFederation):
     """Clients whose node ids change with every federation (as in every new simulation), their
     sampling keys (positions) staying; ``asked`` counts the requests by kind."""
@@ -344,3 +416,41 @@ def test_simulate_resume_continues_a_checkpoint_under_ray(s1, tmp_path, capsys):
     np.testing.assert_array_equal(resumed.centroids, whole.centroids)
     assert [(r.phase, r.round) for r in resumed.history] == \
         [(r.phase, r.round) for r in whole.history]
+
+
+@pytest.mark.slow
+def test_simulate_resume_continues_a_deepfeca_checkpoint_under_ray(tmp_path, capsys):
+    """`fedcluster simulate --algorithm deepfeca --resume DIR` continues a run cut after round 1
+    of 2 to the uninterrupted run's network and centroids (the weights travel through Ray's
+    ClientApps as ArrayRecords)."""
+    torch = pytest.importorskip("torch", reason="DeepFeCA needs PyTorch: pip install "
+                                "'fedcluster[deep]'")
+    from fedcluster.cli import main
+    from fedcluster.data import load_dataset, partition_indices
+    from fedcluster.server.artifacts import read_model
+
+    X = load_dataset("digits").X
+    # The partitions `fedcluster simulate --dataset digits --clients 3 --split iid --seed 0` makes.
+    parts = [X[i] for i in partition_indices(len(X), 3, "iid", seed=0)]
+    config = deepfeca_config(**{"seed": 0, "min-nodes": 3})
+    # Ray's workers run torch on one thread (OMP_NUM_THREADS=1), and a convolution's float
+    # sums depend on the thread count: the in-memory runs use one thread too.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        whole, _ = run(config, parts, out=tmp_path / "whole")
+        with pytest.raises(Interrupted):
+            run(config, parts, out=tmp_path / "cut", stop_after=1)
+    finally:
+        torch.set_num_threads(threads)
+    args = ["simulate", "--algorithm", "deepfeca", "--dataset", "digits", "--clients", "3",
+            "--seed", "0", "--k", "6", "--rounds", "2", "--local-steps", "1",
+            "--image-shape", "1,8,8", "--resume", str(tmp_path / "cut")]
+    assert main(args) == 0, capsys.readouterr()
+    resumed = read_model(tmp_path / "cut" / "model.pb")
+    np.testing.assert_array_equal(resumed.centroids, whole.centroids)
+    with np.load(tmp_path / "cut" / "network.npz") as network:
+        assert_same_network(dict(network), whole.arrays)
+    assert [(r.phase, r.round) for r in resumed.history] == \
+        [(r.phase, r.round) for r in whole.history]
+

@@ -263,6 +263,10 @@ TABLE: tuple[Entry, ...] = (
     Entry(r"^Privacy", r"fedcluster simulate .+", SIMULATE_TEST,
           "a Ray simulation with secure aggregation, central DP or distributed DP: exit 0, every "
           "round answered by all clients it asked, centroids moved, model.pb and history.csv"),
+    # -- DeepFeCA
+    Entry(r"^DeepFeCA", r"fedcluster simulate .+", SIMULATE_TEST,
+          "a Ray simulation of DeepFeCA on digits: exit 0, every round answered by all clients "
+          "it asked, weights moved, one log line per round, model.pb and history.csv"),
     # -- Benchmarks
     Entry(r"^Benchmarks", r'pip install "\.\[bench\]"', f"{THIS}::test_install_commands_name_this_project",
           "not run; the `bench` extra exists and the `test` extra (CI) holds all of it"),
@@ -559,7 +563,9 @@ def test_simulate_command(group, tmp_path):
         first = train[0]["movement"]
         assert math.isfinite(first) and first > 0, train[0]
     # One log line per round (movement, score, clients), and the summary.
-    per_round_lines = re.findall(r"round \d+/\d+: movement .*, score .*, clients \d+/\d+", done.stderr)
+    # DeepFeCA's rounds log the weights' movement instead of the centroids' and a score.
+    per_round_lines = re.findall(r"round \d+/\d+: (?:movement .*, score|\d+ pseudo-classes, "
+                                 r"weights moved) .*, clients \d+/\d+", done.stderr)
     if args.k_range:  # one run per k: the curve and the choice, and the chosen run's model
         from fedcluster.selection import parse_k_range
 

@@ -18,9 +18,11 @@ run config (``dataset``, ``split``), the restart in progress and its rounds
 done, its centroids, whether it converged, the history so far, the scores of
 the finished restarts, the best scored restart so far (a whole ``model.pb``,
 base64, with its own checksum: :func:`~fedcluster.server.artifacts.encode_model`)
-and the strategy's state (:meth:`~fedcluster.strategies.ClusteringStrategy.state`:
+and its named arrays, which ``model.pb`` does not hold (``best-arrays``:
+DeepFeCA's network weights, written to ``network.npz`` at the end; empty for
+the other methods), and the strategy's state (:meth:`~fedcluster.strategies.ClusteringStrategy.state`:
 the sampler's random generator, the nodes' declared rows and sampling keys,
-a method's own state such as DWF's momentum). Arrays are stored as
+a method's own state such as DWF's momentum, DeepFeCA's network weights). Arrays are stored as
 ``{"ndarray": {"dtype", "shape", "base64"}}`` of their raw little-endian bytes,
 so floats come back bit for bit; a non-finite float outside an array as
 ``{"float": "nan"}``; JSON's integers are exact, so the generator's 128-bit
@@ -68,7 +70,8 @@ RESUMABLE_CHANGES = frozenset({"min-nodes", "node-wait-timeout", "round-timeout"
 #: (a simulation's clients are partitions of this dataset by this split).
 DATA_KEYS = ("dataset", "split", "standardize")
 _BODY_KEYS = ("fedcluster-version", "created", "algorithm", "settings", "data", "restart",
-              "round", "converged", "centroids", "history", "scores", "best", "state")
+              "round", "converged", "centroids", "history", "scores", "best", "best-arrays",
+              "state")
 
 
 class CheckpointError(ValueError):
@@ -139,6 +142,7 @@ def encode_checkpoint(progress: Progress, settings: Mapping[str, Any], data: Map
         "history": [encode_value(asdict(record)) for record in progress.history],
         "scores": encode_value([float(s) for s in progress.scores]),
         "best": best,
+        "best-arrays": encode_value({} if progress.best is None else dict(progress.best.arrays)),
         "state": encode_value(progress.state),
     }
     canonical = _canonical(body)
@@ -257,6 +261,7 @@ def _progress(body: Mapping[str, Any], source: str) -> Progress:
     best = body["best"]
     if best is not None:
         best = decode_model(base64.b64decode(best, validate=True), source=f"{source}: best restart")
+        best.arrays = _named_arrays(body["best-arrays"], "best-arrays")
     history = [RoundRecord(**row) for row in body["history"]]
     scores = [float(s) for s in body["scores"]]
     if not isinstance(body["state"], dict):
@@ -265,6 +270,12 @@ def _progress(body: Mapping[str, Any], source: str) -> Progress:
                     centroids=None if round_ is None else centroids,
                     converged=bool(body["converged"]), history=history, best=best, scores=scores,
                     state=body["state"])
+
+
+def _named_arrays(value: Any, name: str) -> dict[str, np.ndarray]:
+    if not isinstance(value, dict) or not all(isinstance(a, np.ndarray) for a in value.values()):
+        raise ValueError(f"{name} must map names to arrays")
+    return value
 
 
 def _count(value: Any) -> bool:

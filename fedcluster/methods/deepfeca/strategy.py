@@ -25,6 +25,12 @@ method (of features, under the privacy floor, checked on the features), and
 after training the network's weights (a model trained on at least
 ``min-cluster-size`` rows, never a row).
 
+The run checkpoints after every round like every method (``checkpoint.json``,
+:mod:`fedcluster.server.checkpoint`): the state adds the global network's
+weights after FedAvg to the sampler's generator and the nodes' declared rows
+(:meth:`DeepFeCA.state`), so ``resume-from`` continues a run to the
+uninterrupted run's weights and centroids, bit for bit on a CPU.
+
 Choices the paper leaves open:
 
 * **features before clustering**: L2-normalised, as in DeepCluster-v2 (the
@@ -64,16 +70,18 @@ Choices the paper leaves open:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from logging import INFO
+from typing import Any
 
 import numpy as np
 
 from ...federation.base import Federation, RunFailed
 from ...logs import log
-from ...messages import ClientSummary, validate_reply
+from ...messages import ClientSummary, ProtocolError, validate_named_arrays, validate_reply
 from ...results import RoundRecord, RunResult
 from ...strategies.base import ClusteringStrategy, round_record
-from ...strategies.progress import Progress
+from ...strategies.progress import Progress, StateError, state_entry
 from .client import DEEP_TRAIN, ROUND_SEED
 from .federation import FeatureFederation, WithArrays
 from .options import DeepFeCAOptions, parse_shape
@@ -165,18 +173,52 @@ class DeepFeCA(ClusteringStrategy):
                     resume: Progress | None = None) -> tuple[np.ndarray, int, bool]:
         """T rounds of Algorithm 6, then the centroids of the final network's features.
 
-        It reports no progress, so no checkpoint is written: the network's
-        weights are not part of a checkpoint yet, and a run cannot resume.
+        Progress is reported after every round (the checkpoint's centroids
+        are that round's pseudo-label centroids; the network's weights after
+        FedAvg are in :meth:`state`). There is no round-0 report: the initial
+        network is drawn from the seed, so a run cut in its first round starts
+        afresh. With ``resume`` the restored weights go on from the round
+        after ``resume.round``: each round's clustering, classifier and seeds
+        are drawn from (seed, restart, round) and the sampler's generator is
+        restored, so nothing else carries over from round to round (the
+        optimiser lives on the clients, made afresh every round).
         """
-        if resume is not None:
-            raise RunFailed("deepfeca cannot resume from a checkpoint yet")
-        self.weights = self.initial_weights(
-            int(np.random.default_rng([self.seed, restart]).integers(2**31)))
-        for t in range(1, self.num_server_rounds + 1):
+        if resume is None:
+            self.weights = self.initial_weights(
+                int(np.random.default_rng([self.seed, restart]).integers(2**31)))
+        first = 1 if resume is None else resume.round + 1
+        for t in range(first, self.num_server_rounds + 1):
             centroids = self.cluster_features(federation, restart, t, history)
             self.train_round(federation, restart, t, centroids, history)
+            self.report_progress(restart, t, centroids, False, history)
         centroids = self.cluster_features(federation, restart, self.num_server_rounds + 1, history)
         return centroids, self.num_server_rounds, False
+
+    # -- checkpoints ---------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """The base state, and the global network's weights after the last FedAvg (``weights``).
+
+        Stored as the checkpoint stores every array (raw bytes, base64), so
+        they come back bit for bit: about 4/3 of the raw size, some 125 kB
+        for the small CNN, 60 MB for ResNet-18.
+        """
+        return {**super().state(), "weights": dict(self.weights)}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Set the state :meth:`state` returned; the weights must fit this run's network.
+
+        They are checked against a freshly drawn network of the settings
+        (names, shapes, dtypes, finite, within ``max_weight``) as a client's
+        reply is, so a malformed entry is refused by name before any round.
+        """
+        super().restore(state)
+        stored = state_entry(state, "weights")
+        try:
+            self.weights = validate_named_arrays(stored, self.initial_weights(0),
+                                                 self.options.max_weight)
+        except ProtocolError as exc:
+            raise StateError(f"strategy state 'weights' does not fit network "
+                             f"{self.options.network!r}: {exc}") from None
 
     def score_restart(self, federation: Federation, centroids: np.ndarray, restart: int,
                       rounds: int, converged: bool) -> RunResult | None:
