@@ -2,6 +2,7 @@
 
     python benchmarks/privacy.py                  # S1 and S2, IID and Dirichlet 0.3 (a few minutes)
     python benchmarks/privacy.py --datasets s1 --seeds 3 --distributed-seeds 2
+    python benchmarks/privacy.py --secagg-cost 10,30 --neighbours 0,4   # SecAgg vs SecAgg+
 
 For each data set, split, epsilon and seed: fedcluster's ``dwf`` with
 ``dp = central`` (and ``dp = distributed`` under secure aggregation) over
@@ -15,6 +16,14 @@ centroid, computed here on the pooled data (a DP run does not release it),
 divided by the centralized score (scikit-learn ``KMeans``, 20 starts). The
 table gives the mean and the median over seeds. Needs ``pip install
 "fedcluster[dp]" diffprivlib``.
+
+``--secagg-cost`` instead measures secure aggregation itself: for each
+number of clients and ``secagg-neighbours`` (0: SecAgg, every pair; d:
+SecAgg+, d neighbours each), one ``dwf`` run of ``--rounds`` rounds on S1's
+IID split and its final score, all through secure aggregation in memory;
+it prints the bytes of the stage payloads to and from the clients and the
+seconds per aggregation (the run's totals over its aggregations: the
+rounds' sums and the score's counts).
 """
 
 from __future__ import annotations
@@ -69,6 +78,39 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode) -> np.ndarray:
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids
 
 
+def secagg_cost(parts, k, bounds, neighbours, rounds):
+    """The :class:`~fedcluster.privacy.server.SecAggCost` of one secure ``dwf`` run (seed 0)."""
+    from fedcluster.config import RunConfig
+    from fedcluster.federation.memory import InMemoryFederation
+    from fedcluster.methods import build_strategy
+
+    strategy = build_strategy(RunConfig.from_mapping({
+        "k": k, "seed": 0, "init": "random", "data-bounds": bounds, "tol": 0.0,
+        "num-server-rounds": rounds, "secure-aggregation": True, "secagg-neighbours": neighbours}))
+    strategy.fit(InMemoryFederation(parts))
+    return strategy.private.cost
+
+
+def print_secagg_cost(args) -> None:
+    """The table of ``--secagg-cost``: bytes and seconds per aggregation, SecAgg beside SecAgg+."""
+    from fedcluster.data import load_dataset, partition_indices
+
+    X = load_dataset("s1").X
+    print("| clients | secagg-neighbours | kB to clients (each) | kB from clients (each) | "
+          "s per aggregation | s sharing keys | s masking |")
+    print("|---|---|---|---|---|---|---|")
+    for clients in (int(c) for c in args.secagg_cost.split(",")):
+        parts = [X[i] for i in partition_indices(len(X), clients, "iid", seed=0)]
+        for neighbours in (int(d) for d in args.neighbours.split(",")):
+            cost = secagg_cost(parts, args.k, BOUNDS["s1"], neighbours, args.rounds)
+            per = cost.aggregations
+            stage = {kind.rsplit("_", 1)[-1]: s / per for kind, s in cost.per_stage_seconds.items()}
+            to, back = cost.bytes_to_clients / per / 1e3, cost.bytes_from_clients / per / 1e3
+            print(f"| {clients} | {neighbours} | {to:.0f} ({to / clients:.1f}) | "
+                  f"{back:.0f} ({back / clients:.1f}) | {cost.seconds / per:.2f} | "
+                  f"{stage['share']:.2f} | {stage['masked']:.2f} |", flush=True)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="s1,s2")
@@ -80,8 +122,15 @@ def main(argv=None) -> None:
     parser.add_argument("--distributed-seeds", type=int, default=3,
                         help="seeds of the distributed runs (secure aggregation costs ~1 s a round)")
     parser.add_argument("--distributed-datasets", default="s1")
+    parser.add_argument("--secagg-cost", default="",
+                        help="numbers of clients, e.g. 10,30: measure secure aggregation instead")
+    parser.add_argument("--neighbours", default="0,4",
+                        help="secagg-neighbours values of --secagg-cost (0: SecAgg)")
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)
+    if args.secagg_cost:
+        print_secagg_cost(args)
+        return
     from sklearn.cluster import KMeans as SKKMeans
 
     from fedcluster.data import load_dataset, partition_indices

@@ -78,6 +78,7 @@ class FederatedKMeans:
                  dp_clip: float = _DEFAULT["dp_clip"], data_bounds: str = _DEFAULT["data_bounds"],
                  secure_aggregation: bool = _DEFAULT["secure_aggregation"],
                  secagg_threshold: float = _DEFAULT["secagg_threshold"],
+                 secagg_neighbours: int = _DEFAULT["secagg_neighbours"],
                  secagg_fraction_bits: int = _DEFAULT["secagg_fraction_bits"],
                  init: str = _DEFAULT["init"], k_prime: int = _DEFAULT["k_prime"],
                  lr: float = _DEFAULT["lr"], momentum: float = _DEFAULT["momentum"],

@@ -27,7 +27,8 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .privacy.options import (DP, DataBounds, DPClip, DPDelta, DPEpsilon, DPNoiseMultiplier,
-                              SecAggFractionBits, SecAggThreshold, SecureAggregation, check_privacy)
+                              SecAggFractionBits, SecAggNeighbours, SecAggThreshold,
+                              SecureAggregation, check_privacy)
 
 #: The named starts of the round-based methods (besides an array file).
 INIT_METHODS = ("local-kmeans", "kfed", "random")
@@ -118,6 +119,7 @@ class Options(BaseModel):
     data_bounds: DataBounds
     secure_aggregation: SecureAggregation
     secagg_threshold: SecAggThreshold
+    secagg_neighbours: SecAggNeighbours
     secagg_fraction_bits: SecAggFractionBits
 
     @model_validator(mode="after")

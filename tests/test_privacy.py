@@ -3,7 +3,9 @@
 Secure aggregation: a probe on the server's side (every answer the server
 process receives) never holds one client's sums or counts, the total equals
 the plain sum within the fixed-point precision, and a client that drops out
-mid-round leaves a correct total of the others. DP: the accountant matches a
+mid-round leaves a correct total of the others. SecAgg+ (``secagg-neighbours``):
+the same with each client's keys, shares and masks among its neighbours only,
+and a client refuses a neighbourhood or a threshold it cannot accept. DP: the accountant matches a
 hand-computed composition of Gaussian mechanisms, the budget stops a run
 cleanly, noise 0 gives the plain method, and runs are reproducible for a seed.
 ``ffcm-avg1`` (fuzzy sums and supports) is held to the same as ``dwf``.
@@ -58,6 +60,7 @@ class Probe:
         self.federation = federation
         self.drop = dict(drop or {})  # node -> the stage from which it sends nothing
         self.seen: list = []
+        self.asked: list = []  # every request, as sent
 
     def node_ids(self):
         return self.federation.node_ids()
@@ -67,6 +70,7 @@ class Probe:
         order = list(secagg.STAGES)
         alive = [n for n in node_ids if not (n in self.drop and kind in order
                                               and order.index(kind) >= order.index(self.drop[n]))]
+        self.asked.append(request)
         answers = self.federation.ask(request, alive, timeout)
         self.seen.extend(answers)
         return answers
@@ -187,7 +191,8 @@ def test_a_client_never_sends_both_shares_of_one_node():
     session, base = federation.sessions[0], {secagg.ID_KEY: "a"}
     keys = {n: respond(parts[n], Request(secagg.SETUP, base), {}, federation.sessions[n], n).payload
             for n in range(3)}
-    share = {**base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": 2,
+    share = {**base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": 2, "neighbours": 0,
+             "participants": 3,
              "pk1": [keys[n]["pk1"] for n in range(3)], "pk2": [keys[n]["pk2"] for n in range(3)]}
     for n in range(3):
         respond(parts[n], Request(secagg.SHARE, share), {}, federation.sessions[n], n)
@@ -201,9 +206,141 @@ def test_a_client_never_sends_both_shares_of_one_node():
                                                  "threshold": 1}), {}, session, 0)
 
 
-@pytest.mark.parametrize(("algorithm", "rtol"), [("dwf", 1e-9), ("ffcm-avg1", 1e-7)])
-def test_secure_aggregation_over_flower_messages_equals_the_plain_run(tmp_path, algorithm, rtol):
+# -- SecAgg+: a sparse neighbour graph ---------------------------------------------------------
+def test_the_neighbour_graph_is_a_symmetric_ring_of_the_asked_degree():
+    nodes = [5, 17, 3, 40, 8, 11, 23, 2, 9, 31]
+    for setting, degree in ((4, 4), (3, 4), (1, 2), (0, 9), (8, 8), (9, 9), (50, 9)):
+        graph = secagg.neighbour_graph("a", nodes, setting)
+        assert sorted(graph) == sorted(nodes) and secagg.graph_degree(setting, 10) == degree
+        for node, near in graph.items():
+            assert len(near) == degree and node not in near
+            assert all(node in graph[other] for other in near)
+    assert secagg.neighbour_graph("a", nodes, 4) != secagg.neighbour_graph("b", nodes, 4)
+
+
+def stage_requests(probe: Probe, kind: str) -> dict:
+    """The per-node requests of the probe's first stage of ``kind``."""
+    return next(asked for asked in probe.asked
+                if isinstance(asked, dict) and next(iter(asked.values())).kind == kind)
+
+
+class NeighbourDrop(Probe):
+    """Drops, from the masked stage on, the first ``count`` neighbours of node 0 (read from its
+    share request: the graph is new each aggregation)."""
+
+    def __init__(self, federation, count: int) -> None:
+        super().__init__(federation)
+        self.count = count
+
+    def ask(self, request, node_ids, timeout):
+        if isinstance(request, dict) and request[node_ids[0]].kind == secagg.SHARE:
+            near = [n for n in secagg.node_list(request[0].config["nodes"]) if n != 0]
+            self.drop = {n: secagg.MASKED for n in near[:self.count]}
+        return super().ask(request, node_ids, timeout)
+
+
+def test_secagg_plus_sums_exactly_with_ciphertexts_to_neighbours_only():
+    X, parts = s1_parts(clients=10)
+    centroids = X[np.random.default_rng(3).choice(len(X), K, replace=False)] + 0.5
+    probe = Probe(InMemoryFederation(parts))
+    strategy = build_strategy(config(**{"secure-aggregation": True, "secagg-neighbours": 4}))
+    request = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                             "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
+    total, exchange = secure_sum(strategy, probe, list(range(10)), request, ("sums", "counts", "n"),
+                                 K * 3 + 1, what="test")
+    own = plain_sums(parts, centroids)
+    expected = np.concatenate([np.sum([s.sums for s in own], 0).ravel(),
+                               np.sum([s.counts for s in own], 0), [sum(s.n for s in own)]])
+    assert np.all(np.abs(total - expected) <= 10 * 2.0 ** -25 + 1e-15 * np.abs(expected))
+    assert np.array_equal(total[K * 2:], expected[K * 2:]) and not exchange.rejected
+    shares = stage_requests(probe, secagg.SHARE)
+    near = {n: set(secagg.node_list(r.config["nodes"])) - {n} for n, r in shares.items()}
+    assert all(r.config["threshold"] == 3 and len(r.config["pk1"]) == 5 for r in shares.values())
+    sent = {a.node: secagg.node_list(a.summary.payload["dst"]) for a in probe.seen
+            if a.summary is not None and "dst" in (a.summary.payload or {})}
+    assert sorted(sent) == list(range(10)) and sum(len(d) for d in sent.values()) == 10 * 4
+    for node, destinations in sent.items():  # 4 ciphertexts, each to a neighbour, symmetric
+        assert len(destinations) == 4 and set(destinations) == near[node]
+        assert all(node in near[other] for other in destinations)
+    masked = stage_requests(probe, secagg.MASKED)
+    assert all(set(secagg.node_list(r.config["src"])) == near[n] for n, r in masked.items())
+    seen = values_seen(probe.seen)
+    for summary in own:
+        assert not any(contains(v, summary.counts) for v in seen)
+
+
+def test_secagg_plus_survives_dropouts_within_a_neighbourhoods_threshold():
+    """Two of node 0's four neighbours drop (its neighbourhood keeps 3 = t of 5): the
+    total of the others is exact; a third leaves 2 and the round fails, naming it."""
+    X, parts = s1_parts(clients=10)
+    centroids = X[:K] + 0.25
+    strategy = build_strategy(config(**{"secure-aggregation": True, "secagg-neighbours": 4}))
+    inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                           "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
+    probe = NeighbourDrop(InMemoryFederation(parts), 2)
+    total, exchange = secure_sum(strategy, probe, list(range(10)), inner, ("counts", "n"), K + 1,
+                                 what="round 1")
+    gone = sorted(probe.drop)
+    others = [p for i, p in enumerate(parts) if i not in gone]
+    own = plain_sums(others, centroids)
+    assert np.array_equal(total, np.concatenate([np.sum([s.counts for s in own], 0),
+                                                 [sum(len(p) for p in others)]]))
+    assert sorted(exchange.rejected) == gone and "dropped out" in exchange.rejected[gone[0]]
+    near = {n: set(secagg.node_list(r.config["nodes"]))
+            for n, r in stage_requests(probe, secagg.SHARE).items()}
+    unmask = stage_requests(probe, secagg.UNMASK)
+    assert sorted(unmask) == sorted(set(range(10)) - set(gone))
+    for node, request in unmask.items():  # a survivor hears of its own neighbourhood only
+        alive = set(secagg.node_list(request.config["survivors"]))
+        dropped = set(secagg.node_list(request.config["dropped"]))
+        assert alive | dropped == near[node] and dropped == near[node] & set(gone)
+    with pytest.raises(RunFailed, match=r"2 of node \d+'s neighbourhood of 5 left at the masked "
+                                        r"inputs, 3 needed"):
+        secure_sum(strategy, NeighbourDrop(InMemoryFederation(parts), 3), list(range(10)), inner,
+                   ("counts", "n"), K + 1, what="round 1")
+
+
+def test_a_client_refuses_a_neighbourhood_or_threshold_it_cannot_accept():
+    X, parts = s1_parts(clients=10)
+    federation = InMemoryFederation(parts)
+    session, base = federation.sessions[0], {secagg.ID_KEY: "a"}
+    keys = {n: respond(parts[n], Request(secagg.SETUP, base), {}, federation.sessions[n], n).payload
+            for n in range(10)}
+    keys[0] = respond(parts[0], Request(secagg.SETUP, base), {}, session, 0).payload
+
+    def share(hood, **changes):
+        config_ = {**base, "nodes": secagg.node_bytes(hood), "threshold": 3, "neighbours": 4,
+                   "participants": 10, "pk1": [keys[n]["pk1"] for n in hood],
+                   "pk2": [keys[n]["pk2"] for n in hood], **changes}
+        return respond(parts[0], Request(secagg.SHARE, config_), {}, session, 0)
+
+    for hood, changes, message in (
+            ([0, 1, 2, 8, 9], {"threshold": 2}, "threshold 2 for 5 participants; this client "
+                                                "needs between 3 and 5"),
+            ([0, 1, 2, 3, 8, 9], {}, "5 neighbours, but secagg-neighbours 4 among 10 "
+                                     "participants gives 4"),
+            ([0, 1, 2, 8, 9], {"participants": 3}, "4 neighbours, but secagg-neighbours 4 among 3"),
+            ([0, 1, 2, 8], {"neighbours": 0}, "3 neighbours, but secagg-neighbours 0 among 10 "
+                                              "participants gives 9"),
+            ([1, 2, 3, 8, 9], {}, "leaves this node out"),
+            ([0, 1, 1, 8, 9], {}, "inconsistent")):
+        with pytest.raises(ProtocolError, match=message):
+            share(hood, **changes)
+    reply = share([0, 1, 2, 8, 9])
+    assert secagg.node_list(reply.payload["dst"]) == [1, 2, 8, 9] and len(reply.payload["ct"]) == 4
+    # Key shares forwarded from a client outside the neighbourhood are refused.
+    with pytest.raises(ProtocolError, match="forwarded key shares do not match the participants"):
+        respond(parts[0], Request(secagg.MASKED, {**base, "src": secagg.node_bytes([1, 2, 5]),
+                                                  "ct": [b"x", b"y", b"z"]}), {}, session, 0)
+
+
+@pytest.mark.parametrize(("algorithm", "rtol", "neighbours"),
+                         [("dwf", 1e-9, 0), ("ffcm-avg1", 1e-7, 0), ("dwf", 1e-9, 2)])
+def test_secure_aggregation_over_flower_messages_equals_the_plain_run(tmp_path, algorithm, rtol,
+                                                                      neighbours):
     """The ClientApp keeps its state between stages in Flower's context; node ids are uint64.
+
+    ``neighbours`` 2 of the 4 clients: SecAgg+ on a ring, the requests per client.
 
     dwf's counts are whole, so only its sums are rounded; ffcm-avg1's supports
     are rounded too, which moves a centre by up to m 2^-25 (1 + |c|) / W a
@@ -215,12 +352,16 @@ def test_secure_aggregation_over_flower_messages_equals_the_plain_run(tmp_path, 
     common = {"algorithm": algorithm, "init": str(start), "num-server-rounds": 4, "tol": 0.0}
     probe = Probe(FlowerFederation(InProcessGrid(build_client_app(),
                                                  save_parts(tmp_path / "parts", parts))))
-    secure = build_strategy(config(**common, **{"secure-aggregation": True})).fit(probe)
+    secure = build_strategy(config(**common, **{"secure-aggregation": True,
+                                                "secagg-neighbours": neighbours})).fit(probe)
     plain = build_strategy(config(**common)).fit(InMemoryFederation(parts))
     np.testing.assert_allclose(secure.centroids, plain.centroids, rtol=rtol, atol=1e-5)
     assert math.isclose(secure.score, plain.score, rel_tol=rtol)
     assert np.array_equal(secure.counts, plain.counts)
     assert all(a.summary.n == 0 for a in probe.seen if a.summary is not None)
+    hoods = {len(r.config["pk1"]) for asked in probe.asked if isinstance(asked, dict)
+             for r in asked.values() if r.kind == secagg.SHARE}
+    assert hoods == {neighbours + 1 if neighbours else len(parts)}
 
 
 def test_secure_ffcm_avg1_is_the_plain_one_within_the_fixed_point_precision(tmp_path):

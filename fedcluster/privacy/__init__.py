@@ -2,13 +2,14 @@
 
 * :mod:`.options`: the settings (``dp``, ``dp-epsilon``, ``dp-delta``,
   ``dp-noise-multiplier``, ``dp-clip``, ``data-bounds``,
-  ``secure-aggregation``, ``secagg-threshold``, ``secagg-fraction-bits``) and
+  ``secure-aggregation``, ``secagg-threshold``, ``secagg-neighbours``,
+  ``secagg-fraction-bits``) and
   which methods can honour them;
 * :mod:`.mechanism`: the sum form of a Lloyd step, clipping, sensitivity and
   the Gaussian mechanism;
 * :mod:`.accountant`: the budget, counted with ``dp-accounting``;
-* :mod:`.secagg`: the SecAgg protocol (key agreement, Shamir shares, masks,
-  fixed point);
+* :mod:`.secagg`: the SecAgg and SecAgg+ protocol (key agreement, Shamir
+  shares, masks, the neighbour graph, fixed point);
 * :mod:`.client`: the clients' sum step and the protocol's stages;
 * :mod:`.server`: the server's side of a private round.
 

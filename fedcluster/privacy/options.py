@@ -39,8 +39,14 @@ SecureAggregation = Annotated[bool, Field(
     False, description="the server learns only the round's total of the clients' sums, counts "
     "and squared distances (SecAgg; dwf, ewf, fedkmeans, ffcm-avg1 in their one-step sum form)")]
 SecAggThreshold = Annotated[float, Field(
-    0.5, gt=0.0, le=1.0, description="share of a round's participants whose key shares "
-    "rebuild a mask (at least a majority); up to the rest may drop out mid-round")]
+    0.5, gt=0.0, le=1.0, description="share of a round's participants (with "
+    "--secagg-neighbours: of each participant and its neighbours) whose key shares rebuild a "
+    "mask (at least a majority); up to the rest may drop out mid-round")]
+SecAggNeighbours = Annotated[int, Field(
+    0, ge=0, description="SecAgg+: each participant exchanges keys, key shares and masks with "
+    "this many others only, its neighbours in a ring the server draws anew each aggregation "
+    "(odd: one more; 0: with every other participant, plain SecAgg); --secagg-threshold then "
+    "applies to each neighbourhood")]
 SecAggFractionBits = Annotated[int, Field(
     24, ge=0, le=60, description="fixed-point fraction bits of secure aggregation (precision "
     "2^-(bits+1) per value and client; values up to 2^(90 - bits))")]

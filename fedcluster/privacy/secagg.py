@@ -1,33 +1,58 @@
-"""Secure aggregation of the clients' sums and counts: SecAgg (Bonawitz et al., CCS 2017).
+"""Secure aggregation of the clients' sums and counts: SecAgg and SecAgg+.
+
+SecAgg is Bonawitz et al., CCS 2017; SecAgg+ is Bell et al., CCS 2020
+("Secure single-server aggregation with (poly)logarithmic overhead"), what
+Flower's ``SecAggPlusWorkflow`` implements: the same protocol on a sparse
+graph, each client exchanging keys, shares and masks with its neighbours
+only (``secagg-neighbours`` = ``d``; 0, the default, is SecAgg's complete
+graph, ``d = m - 1``).
 
 With ``secure-aggregation = true`` the server learns the total of the round's
 participants' vectors and nothing else of any one of them: each client adds
-to its fixed-point vector a private mask and, for every other participant, a
-pairwise mask that the other adds with the opposite sign, so the pairwise
-masks cancel in the sum; a client that drops out after the key exchange
-leaves its pairwise masks in the others' vectors, and the server removes
-them by reconstructing the dropped client's mask key from Shamir shares the
-survivors hold. One aggregation is four request rounds (stages):
+to its fixed-point vector a private mask and, for each neighbour, a pairwise
+mask that the neighbour adds with the opposite sign, so the pairwise masks
+cancel in the sum; a client that drops out after the key exchange leaves its
+pairwise masks in its neighbours' vectors, and the server removes them by
+reconstructing the dropped client's mask key from Shamir shares its
+surviving neighbours hold. One aggregation is four request rounds (stages):
 
 1. ``query.secagg_setup``: each client makes two fresh EC key pairs (P-384,
    as Flower's ``generate_key_pairs``) and sends the public keys.
-2. ``query.secagg_share``: the server sends every participant's public keys
-   to all; each client draws a mask seed, splits the seed and its first
-   private key into ``t``-of-``m`` Shamir shares, and sends each other client
-   its shares, encrypted (Fernet) under a key agreed from the second key pair.
+2. ``query.secagg_share``: the server draws the neighbour graph
+   (:func:`neighbour_graph`: a ring in an order new to each aggregation) and
+   sends each client the public keys of its neighbourhood (itself and its
+   ``d`` neighbours, ``n = d + 1`` clients); each client draws a mask seed,
+   splits the seed and its first private key into ``t``-of-``n`` Shamir
+   shares, keeps one and sends each neighbour its shares, encrypted (Fernet)
+   under a key agreed from the second key pair.
 3. ``query.secagg_masked``: the server forwards to each client the ciphertexts
    addressed to it; the client runs the round's step (the request carries it),
    encodes its vector in fixed point and sends it masked.
-4. ``query.secagg_unmask``: the server names the survivors (who sent a masked
-   vector) and the dropped; each survivor sends its shares of the survivors'
-   seeds and of the dropped clients' private keys, never both for one client
-   (that would unmask it). With ``t`` answers the server removes every mask.
+4. ``query.secagg_unmask``: the server names to each survivor (who sent a
+   masked vector) the survivors and the dropped of its neighbourhood; the
+   survivor sends its shares of those survivors' seeds and of those dropped
+   clients' private keys, never both for one client (that would unmask it).
+   With ``t`` shares of each secret the server removes every mask.
 
-Clients that drop out after stage 2 (up to ``m - t`` of them) do not stop the
-round; one that drops before stage 2 is simply not a participant. ``t`` is
-``secagg-threshold`` times the participants, rounded up, and at least a
-majority and at least 2: each client refuses a smaller ``t``, so that no
-server can reconstruct a client's private mask with the shares of a minority.
+``t`` is ``secagg-threshold`` times the neighbourhood's ``n`` clients
+(every participant under SecAgg), rounded up, and at least a majority and at
+least 2: each client refuses a smaller ``t``, so that no server can
+reconstruct a client's private mask with the shares of a minority of its
+neighbourhood. A client checks what it can of the graph: it is in its
+neighbourhood, the neighbourhood has the size the setting gives for the
+number of participants (:func:`graph_degree`), the keys are its own and
+distinct, and later ciphertexts and unmasking lists name its neighbours only.
+
+Dropout tolerance is per neighbourhood: clients that drop out after stage 2
+do not stop the round as long as every participant's neighbourhood keeps
+``t`` survivors (under SecAgg: ``m - t`` of the ``m`` may drop); one that
+drops before stage 2 is simply not a participant. Per client a round costs
+``O(d)`` key agreements, shares and ciphertexts instead of ``O(m)``. The
+price (as in Bell et al.): the server learns the total of each connected
+part of the surviving clients' graph. The ring is ``d``-connected, so fewer
+than ``d`` clients lost after the graph is drawn leave one part (the plain
+total); more may split it into parts of ``t`` or more clients each, whose
+totals the server then learns.
 
 Cryptography: nothing of fedcluster's own making; the primitives are those
 under Flower's ``flwr.common.secure_aggregation`` (the layering rule keeps
@@ -54,17 +79,21 @@ What it does not do (SecAgg's semi-honest model): it does not check that a
 client's vector is honest (a poisoned vector is hidden in the total; only the
 total's own consistency is checked), and it relies on the server relaying
 public keys faithfully (no key signatures: SecAgg's active-adversary variant
-needs a PKI). SecAgg+'s sparse neighbour graph is not implemented: every
-participant shares keys with every other, ``O(m^2)`` ciphertexts a round.
+needs a PKI, and a server that lies about the graph or the dropped is
+outside the model too). The graph is Flower's ring with an order drawn
+anew each aggregation; Bell et al.'s bounds against a fraction of corrupt
+clients (degree ``O(log m)``, a threshold chosen for that fraction) are not
+enforced: a small ``d`` buys cost with that margin.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -244,6 +273,41 @@ def threshold_for(fraction: float, parties: int) -> int:
     return min(parties, max(minimum_threshold(parties), math.ceil(fraction * parties - 1e-9)))
 
 
+# -- the neighbour graph (SecAgg+) --------------------------------------------------------
+def graph_degree(setting: int, parties: int) -> int:
+    """The number of neighbours of each of ``parties`` participants for ``secagg-neighbours``.
+
+    0, or a setting that reaches ``parties - 1``, gives every other participant
+    (SecAgg's complete graph). Otherwise the degree is the setting rounded up
+    to an even number: the ring links each participant to the ``d / 2`` on
+    either side (Flower's ``SecAggPlusWorkflow`` likewise makes its number of
+    shares, the degree plus one, odd).
+    """
+    even = setting + setting % 2
+    return parties - 1 if setting <= 0 or even >= parties - 1 else even
+
+
+def neighbour_graph(agg_id: str, nodes: Sequence[int], setting: int) -> dict[int, list[int]]:
+    """Each participant's neighbours (sorted) for ``secagg-neighbours`` ``setting``: a ring.
+
+    The graph is Harary's ``H(d, m)`` on a circle, as Flower's SecAgg+ builds
+    it: each participant's neighbours are the ``d / 2`` before and after it
+    (:func:`graph_degree`), so the graph is symmetric, ``d``-regular and
+    ``d``-connected (fewer than ``d`` dropouts cannot split the survivors).
+    The circle's order is the participants sorted by SHA-256 of the
+    aggregation id and their id: new for each aggregation, like Flower's
+    shuffle, so a client's neighbours change from one aggregation to the
+    next; reproducible without touching the run's random generator.
+    """
+    order = sorted(set(nodes), key=lambda n: hashlib.sha256(
+        agg_id.encode() + int(n).to_bytes(8, "little")).digest())
+    m = len(order)
+    degree = graph_degree(setting, m)
+    half = degree // 2 if degree < m - 1 else m // 2
+    return {node: sorted({order[(i + offset) % m] for offset in range(-half, half + 1)} - {node})
+            for i, node in enumerate(order)}
+
+
 def _pack(src: int, dst: int, seed_share: bytes, key_share: bytes) -> bytes:
     return (src.to_bytes(8, "little") + dst.to_bytes(8, "little")
             + len(seed_share).to_bytes(4, "little") + seed_share + key_share)
@@ -339,12 +403,26 @@ def _setup(session, agg_id: str) -> ClientSummary:
 
 
 def _share(session, state: dict, config, node: int) -> ClientSummary:
+    """Shares of the seed and first key, ``t``-of-``m`` among this node and its neighbours only.
+
+    ``nodes`` are this node and its neighbours (every participant under
+    SecAgg), ``m`` of them. The client checks what it can of the graph: it is
+    in it, its neighbours are as many as ``neighbours`` (the setting) gives
+    for ``participants``, and ``t`` is a majority of ``m`` (:func:`minimum_threshold`):
+    no minority of its neighbourhood can rebuild its seed.
+    """
     nodes = node_list(_require(config, "nodes", bytes))
     pk1s, pk2s = _bytes_list(config, "pk1"), _bytes_list(config, "pk2")
     threshold = _require(config, "threshold", int)
+    setting = _require(config, "neighbours", int)
+    participants = _require(config, "participants", int)
     m = len(nodes)
     if len(pk1s) != m or len(pk2s) != m or len(set(nodes)) != m or node not in nodes:
         raise ProtocolError("secure aggregation: the key list is inconsistent or leaves this node out")
+    if setting < 0 or participants < m or m - 1 != graph_degree(setting, participants):
+        raise ProtocolError(f"secure aggregation: {m - 1} neighbours, but secagg-neighbours "
+                            f"{setting} among {participants} participants gives "
+                            f"{graph_degree(setting, max(participants, 1))}")
     if not minimum_threshold(m) <= threshold <= m:
         raise ProtocolError(f"secure aggregation: threshold {threshold} for {m} participants; "
                             f"this client needs between {minimum_threshold(m)} and {m}")
@@ -434,12 +512,15 @@ def _unmask(session, state: dict, config, node: int) -> ClientSummary:
 # -- the server's side: removing the masks --------------------------------------------------
 def unmasked_total(masked: Mapping[int, np.ndarray], pk1: Mapping[int, bytes],
                    seed_shares: Mapping[int, list[bytes]], key_shares: Mapping[int, list[bytes]],
-                   threshold: int) -> np.ndarray:
+                   threshold: int, partners: Mapping[int, Collection[int]]) -> np.ndarray:
     """The uint64 total of the survivors' vectors, every mask removed.
 
     ``masked`` holds each survivor's masked vector; ``pk1`` every
     participant's first public key; ``seed_shares`` (by survivor) and
-    ``key_shares`` (by dropped participant) the shares the survivors sent.
+    ``key_shares`` (by dropped participant) the shares the survivors sent;
+    ``partners`` each survivor's pairwise-mask partners (its neighbours that
+    shared keys with it, itself allowed): a dropped client's masks are
+    rebuilt only with those.
 
     Raises
     ------
@@ -461,7 +542,7 @@ def unmasked_total(masked: Mapping[int, np.ndarray], pk1: Mapping[int, bytes],
             raise ProtocolError(f"{len(shares)} shares of dropped node {gone}'s key, "
                                 f"{threshold} needed")
         private = combine_secret(shares[:threshold])
-        for node in survivors:
+        for node in (n for n in survivors if gone in partners[n]):
             pairwise = mask(agreed_key(private, pk1[node]), total.size)
             # The survivor added the pair's mask if its id is the lower one.
             total = total - pairwise if node < gone else total + pairwise

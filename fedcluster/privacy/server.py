@@ -20,10 +20,13 @@ Distributed DP: a round of ``m`` participants with threshold ``t`` asks each
 client for noise of standard deviation ``sigma / sqrt(t)``: the total noise
 has variance ``s sigma^2 / t >= sigma^2`` whenever the ``s >= t`` survivors
 that secure aggregation needs answer, so the accountant's ``sigma`` is a
-lower bound. The clients' noise is added before fixed-point rounding; the
-rounding (at most ``m 2^-(f+1)`` per entry) is not part of the DP analysis (a
-discrete Gaussian would make it so; not implemented). The run is not
-reproducible: each client draws its noise from its own entropy.
+lower bound (under SecAgg+ ``t`` is a neighbourhood's: each client adds more
+noise, and each part of the survivors whose total the server could learn
+holds ``t`` or more clients, so the bound holds for each part too). The
+clients' noise is added before fixed-point rounding; the rounding (at most
+``m 2^-(f+1)`` per entry) is not part of the DP analysis (a discrete
+Gaussian would make it so; not implemented). The run is not reproducible:
+each client draws its noise from its own entropy.
 """
 
 from __future__ import annotations
@@ -100,19 +103,23 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
                inner: Request, fields: tuple[str, ...], size: int, *, what: str,
                inner_config=None, cost: SecAggCost | None = None
                ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
-    """The total of ``fields`` (``size`` values) of the replies to ``inner``, through SecAgg.
+    """The total of ``fields`` (``size`` values) of the replies to ``inner``, through SecAgg(+).
 
     The exchange's ``accepted`` holds, for each survivor, an empty summary
     (the server never has its values); ``rejected`` the reason each other
-    participant left. The quorum (``min-answer-fraction``) and the threshold
-    apply to the survivors. ``inner_config(threshold)``, if given, adds to the
-    inner request's config once the threshold is known (distributed noise).
+    participant left. The quorum (``min-answer-fraction``) applies to the
+    survivors, the threshold to the survivors of every participant's
+    neighbourhood (all of them under SecAgg; ``secagg-neighbours`` > 0: the
+    participant and its neighbours in :func:`~.secagg.neighbour_graph`, the
+    only ones it exchanges keys, shares and masks with).
+    ``inner_config(threshold)``, if given, adds to the inner request's config
+    once the threshold is known (distributed noise).
 
     Raises
     ------
     RunFailed
-        Fewer survivors than the quorum or the threshold, or masks that
-        cannot be removed.
+        Fewer survivors than the quorum, or than the threshold in some
+        neighbourhood, or masks that cannot be removed.
     """
     cost = cost if cost is not None else SecAggCost()
     options = strategy.options
@@ -148,12 +155,14 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
             time.monotonic() - stage_started)
         return got
 
+    def fail(why: str) -> None:
+        for node, reason in exchange.rejected.items():
+            log(WARNING, "%s: rejected node %d: %s", what, node, reason)
+        raise RunFailed(f"{what}: secure aggregation: {why}")
+
     def need(count: int, minimum: int, stage_name: str) -> None:
         if count < minimum:
-            for node, reason in exchange.rejected.items():
-                log(WARNING, "%s: rejected node %d: %s", what, node, reason)
-            raise RunFailed(f"{what}: secure aggregation: {count} of {len(exchange.sent)} clients "
-                            f"left at {stage_name}, {minimum} needed")
+            fail(f"{count} of {len(exchange.sent)} clients left at {stage_name}, {minimum} needed")
 
     def check_keys(node, payload):
         for key in ("pk1", "pk2"):
@@ -165,21 +174,28 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     quorum = max(2, math.ceil(options.min_answer_fraction * len(exchange.sent) - 1e-9))
     need(len(keys), quorum, "the key exchange")
     members = sorted(keys)
-    threshold = secagg.threshold_for(options.secagg_threshold, len(members))
+    graph = secagg.neighbour_graph(agg_id, members, options.secagg_neighbours)
+    hood_size = secagg.graph_degree(options.secagg_neighbours, len(members)) + 1
+    threshold = secagg.threshold_for(options.secagg_threshold, hood_size)
     pk1 = {n: keys[n]["pk1"] for n in members}
-    share_config = {**base, "nodes": secagg.node_bytes(members), "threshold": threshold,
-                    "pk1": [keys[n]["pk1"] for n in members], "pk2": [keys[n]["pk2"] for n in members]}
+
+    def share_request(node):
+        """The node's neighbourhood (itself and its neighbours) with their keys, and the rule."""
+        hood = sorted({node, *graph[node]})
+        return Request(secagg.SHARE, {
+            **base, "nodes": secagg.node_bytes(hood), "threshold": threshold,
+            "neighbours": options.secagg_neighbours, "participants": len(members),
+            "pk1": [keys[n]["pk1"] for n in hood], "pk2": [keys[n]["pk2"] for n in hood]})
 
     def check_shares(node, payload):
         destinations = secagg.node_list(payload.get("dst", b"x"))
         ciphertexts = payload.get("ct")
-        if sorted(destinations) != [m for m in members if m != node] or \
+        if sorted(destinations) != graph[node] or \
                 not isinstance(ciphertexts, list) or len(ciphertexts) != len(destinations) or \
                 not all(isinstance(c, bytes) for c in ciphertexts):
-            raise ProtocolError("the encrypted shares do not address every other participant once")
+            raise ProtocolError("the encrypted shares do not address each neighbour once")
 
-    shares = stage(secagg.SHARE, {n: Request(secagg.SHARE, share_config) for n in members},
-                   check_shares)
+    shares = stage(secagg.SHARE, {n: share_request(n) for n in members}, check_shares)
     need(len(shares), max(quorum, threshold), "the share exchange")
     sharers = sorted(shares)
     inbox: dict[int, tuple[list[int], list[bytes]]] = {n: ([], []) for n in sharers}
@@ -189,6 +205,8 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
             if destination in inbox:
                 inbox[destination][0].append(source)
                 inbox[destination][1].append(ciphertext)
+    # Whom each sharer masks with and holds shares of: itself and its neighbours that shared.
+    near = {n: {n, *inbox[n][0]} for n in sharers}
     inner_extra = inner_config(threshold) if inner_config is not None else {}
     masked_base = {**inner.config, **inner_extra, **base, secagg.INNER_KIND_KEY: inner.kind,
                    secagg.FIELDS_KEY: ",".join(fields),
@@ -206,29 +224,37 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     survivors = sorted(masked)
     dropped = [n for n in sharers if n not in masked]
     need(len(survivors), max(quorum, threshold), "the masked inputs")
-    unmask_config = {**base, "survivors": secagg.node_bytes(survivors),
-                     "dropped": secagg.node_bytes(dropped)}
-    expected = [*survivors, *dropped]
+    for node in sharers:  # SecAgg+: per neighbourhood (implied by the line above under SecAgg)
+        left = len(near[node] & set(survivors))
+        if left < threshold:
+            fail(f"{left} of node {node}'s neighbourhood of {len(near[node])} left at the masked "
+                 f"inputs, {threshold} needed to rebuild its masks")
+    # Each survivor learns the survivors and the dropped of its own neighbourhood only.
+    split = {n: ([s for s in survivors if s in near[n]], [d for d in dropped if d in near[n]])
+             for n in survivors}
+    expected = {n: [*alive, *gone] for n, (alive, gone) in split.items()}
 
     def check_unmask(node, payload):
-        if secagg.node_list(payload.get("nodes", b"x")) != expected or \
+        if secagg.node_list(payload.get("nodes", b"x")) != expected[node] or \
                 not isinstance(payload.get("shares"), list) or \
-                len(payload["shares"]) != len(expected) or \
+                len(payload["shares"]) != len(expected[node]) or \
                 not all(isinstance(s, bytes) for s in payload["shares"]):
             raise ProtocolError("the unmasking shares do not name the survivors and the dropped")
 
-    unmasks = stage(secagg.UNMASK, {n: Request(secagg.UNMASK, unmask_config) for n in survivors},
-                    check_unmask)
+    unmasks = stage(secagg.UNMASK, {
+        n: Request(secagg.UNMASK, {**base, "survivors": secagg.node_bytes(alive),
+                                   "dropped": secagg.node_bytes(gone)})
+        for n, (alive, gone) in split.items()}, check_unmask)
     need(len(unmasks), threshold, "the unmasking")
     seed_shares = {n: [] for n in survivors}
     key_shares = {n: [] for n in dropped}
-    for payload in unmasks.values():
-        for node, share in zip(expected, payload["shares"]):
-            (seed_shares if node in seed_shares else key_shares)[node].append(share)
+    for node, payload in unmasks.items():
+        for owner, share in zip(expected[node], payload["shares"]):
+            (seed_shares if owner in seed_shares else key_shares)[owner].append(share)
     try:
         total = secagg.unmasked_total(
             {n: np.frombuffer(masked[n]["masked"], dtype="<u8").astype(np.uint64) for n in survivors},
-            pk1, seed_shares, key_shares, threshold)
+            pk1, seed_shares, key_shares, threshold, near)
     except (ProtocolError, ValueError) as exc:
         raise RunFailed(f"{what}: secure aggregation could not remove the masks: {exc}") from None
     for node in survivors:
