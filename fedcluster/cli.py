@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -50,11 +51,15 @@ def _simulate(args: argparse.Namespace) -> int:
              if key in RunConfig.model_fields or key.replace("-", "_") in RunConfig.model_fields}
     # A resumed run writes its files where it left its checkpoint unless told otherwise.
     out = args.out or args.resume or Path(RunConfig().out_dir)
+    dataset, parts = _partitioned(args)
+    n, d = dataset.X.shape
     config = RunConfig.from_mapping({
+        **_dataset_settings(given, dataset),
         **{key: value for key, value in given.items() if value is not None},
         "out-dir": str(out), "split": args.split, "dataset": args.dataset, "seed": args.seed,
         "min-nodes": args.clients, "resume-from": str(args.resume or ""),
     })
+    _check_row_length(config, dataset)
     if args.resume is not None:  # a wrong or damaged checkpoint fails here, before Ray starts
         from .methods import build_strategy
         from .server.checkpoint import resume_point
@@ -63,8 +68,6 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.resume is not None and args.k_range is not None:
         raise ConfigError("--resume continues one run; it does not combine with --k-range")
     run = k_selection_run(args.k_range, args.select)
-    dataset, parts = _partitioned(args)
-    n, d = dataset.X.shape
     if config.k > n:
         raise ConfigError(f"--k {config.k} is more than the {n} points of {dataset.name}")
     described = (f"{dataset.name} ({n} points, {d} features), split {args.split} over "
@@ -92,6 +95,27 @@ def _simulate(args: argparse.Namespace) -> int:
               "of centroids to centres, root of the summed squared distances)")
     print(f"model: {out / 'model.pb'}  history: {out / 'history.csv'}")
     return 0
+
+
+def _dataset_settings(given: dict, dataset) -> dict:
+    """What the data set says of settings the command line left out: DeepFeCA's image shape."""
+    if given.get("algorithm") == "deepfeca" and given.get("image-shape") is None \
+            and given.get("network") != "mlp" and dataset.image_shape is not None:
+        return {"image-shape": ",".join(map(str, dataset.image_shape))}
+    return {}
+
+
+def _check_row_length(config: RunConfig, dataset) -> None:
+    """DeepFeCA reads each row as ``image-shape``: refuse a mismatch before Ray starts."""
+    if config.algorithm != "deepfeca":
+        return
+    from .methods.deepfeca.options import parse_shape
+
+    needed, d = math.prod(parse_shape(config.image_shape)), dataset.X.shape[1]
+    if needed != d:
+        raise ConfigError(f"--image-shape {config.image_shape} needs {needed} values per row, "
+                          f"and the rows of {dataset.name} have {d}: give --image-shape C,H,W "
+                          f"(or D with --network mlp)")
 
 
 def _check_clients(clients: int) -> None:

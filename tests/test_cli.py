@@ -53,7 +53,27 @@ def test_bad_options_fail_before_anything_runs(tmp_path, capsys):
     assert "invalid value for 'lr': 3.0" in capsys.readouterr().err
     assert main(["simulate", "--dataset", "nowhere", "--out", str(tmp_path)]) == 2
     assert "nowhere" in capsys.readouterr().err
+    # DeepFeCA's image shape must fit the rows (the named image sets give theirs).
+    assert main(["simulate", "--algorithm", "deepfeca", "--dataset", "s1",
+                 "--out", str(tmp_path)]) == 2
+    assert "--image-shape 1,28,28 needs 784 values per row, and the rows of s1 have 2" in \
+        capsys.readouterr().err
     assert not (tmp_path / "model.pb").exists()
+
+
+def test_image_data_sets_give_deepfeca_their_image_shape():
+    from fedcluster.cli import _dataset_settings
+    from fedcluster.data import load_dataset
+
+    digits = load_dataset("digits")
+    assert digits.image_shape == (1, 8, 8) and load_dataset("s1").image_shape is None
+    assert _dataset_settings({"algorithm": "deepfeca", "image-shape": None}, digits) == \
+        {"image-shape": "1,8,8"}
+    # What the command line says wins; the mlp reads rows as vectors; other methods take nothing.
+    assert _dataset_settings({"algorithm": "deepfeca", "image-shape": "64", "network": "mlp"},
+                             digits) == {}
+    assert _dataset_settings({"algorithm": "deepfeca", "network": "mlp"}, digits) == {}
+    assert _dataset_settings({"algorithm": "dwf"}, digits) == {}
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 
 One federation (a SuperLink and three SuperNodes, each with its own partition
 file) serves every run of this module: DWF must give the model a simulation of
-the same partitions gives, and every other method must run to the end.
+the same partitions gives, every other method must run to the end, and DWF
+with secure aggregation must give the plain run's model.
 """
 
 from __future__ import annotations
@@ -74,6 +75,54 @@ def test_every_method_runs_in_the_deployment(federation, algorithm):
     assert 1 <= len(model.centroids) <= 15 and model.n_points == 5000
     assert all(r.clients_answered == 3 for r in model.history)
     assert model.score > 0
+
+
+# -- privacy through the real deployment ---------------------------------------------------------
+
+def test_secure_aggregation_and_distributed_dp_in_the_deployment(federation, s1):
+    """Issue 14's acceptance: DWF with secure aggregation over the SuperNodes gives the plain sum
+    form's result within the fixed-point precision, and distributed DP (each SuperNode adds its
+    noise share, under secure aggregation) runs to the end within its budget.
+
+    The plain sum form of one local step with full participation is centralized Lloyd (the
+    reference here; the plain dwf run differs from it where the privacy floor withholds a
+    client's small cluster, which the sum form under secure aggregation has no need to do).
+    dwf's counts are whole, so only its sums are rounded, by at most 3 x 2^-25 a total. Both
+    runs start from one start file; the plain run gives the cost of a round without it.
+    """
+    import time
+
+    from fedcluster.numerics import cluster_stats, lloyd
+
+    _, tmp = federation
+    start = s1[np.random.default_rng(2).choice(len(s1), 15, replace=False)] + 0.5
+    np.save(tmp / "sum-form-start.npy", start)
+    sum_form = {"algorithm": "dwf", "k": 15, "num-server-rounds": 2, "tol": 0.0,
+                "local-steps": 1, "init": str(tmp / "sum-form-start.npy"), "data-bounds": "0:1e6"}
+    began = time.monotonic()
+    deploy(federation, "dwf-sum-form", sum_form)
+    middle = time.monotonic()
+    secure, log = deploy(federation, "dwf-secure", {**sum_form, "secure-aggregation": True})
+    # What it cost over loopback (README, "Secure aggregation", reads these lines).
+    costs = [line for line in log.splitlines() if "secure aggregation so far" in line]
+    assert costs, log
+    print(f"plain run {middle - began:.1f} s, secure run {time.monotonic() - middle:.1f} s",
+          *costs, sep="\n")
+    reference = lloyd(s1, start, max_iter=2, tol=0.0).centroids
+    np.testing.assert_allclose(secure.centroids, reference, rtol=1e-9, atol=1e-5)
+    stats = cluster_stats(s1, reference)
+    np.testing.assert_array_equal(secure.counts, stats.counts)
+    assert secure.score == pytest.approx(stats.inertia / len(s1), rel=1e-9)
+    assert secure.settings["secure-aggregation"] is True
+    assert all(r.clients_answered == 3 for r in secure.history)
+
+    noisy, _ = deploy(federation, "dwf-distributed-dp", {
+        **sum_form, "secure-aggregation": True, "dp": "distributed", "dp-epsilon": 5.0})
+    train = [r for r in noisy.history if r.phase == "train"]
+    assert noisy.rounds == len(train) == 2 and all(r.clients_answered == 3 for r in train)
+    spent = [r.epsilon for r in train]
+    assert spent == sorted(spent) and 0 < spent[0] and spent[-1] == pytest.approx(5.0, rel=1e-3)
+    assert not np.allclose(noisy.centroids, secure.centroids)  # the noise is there
 
 
 # -- starts and partial participation through the real deployment -------------------------------

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from harness.docker_build import REPO
 from harness.docker_federation import ComposeProject, container_uid, copy_project, require_image
-from harness.localdeploy import free_port
+from harness.localdeploy import RECONNECTED, free_port
 from fedcluster.cli import main as fedcluster_main
 from fedcluster.config import RunConfig
 from fedcluster.data import write_partitions
@@ -36,7 +36,8 @@ NODE_ID = re.compile(r"SuperNode ID: (\d+)")
 # -- static checks (fast) ------------------------------------------------------------
 
 def test_image_pins_every_dependency():
-    """deploy/requirements.txt pins, exactly, every dependency pyproject.toml names."""
+    """deploy/requirements.txt pins, exactly, every dependency pyproject.toml names (and the dp
+    extra's: a ServerApp in the image accounts DP runs)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     pins = {}
     for line in (REPO / "deploy" / "requirements.txt").read_text().splitlines():
@@ -44,7 +45,7 @@ def test_image_pins_every_dependency():
             req = Requirement(line)
             assert [s.operator for s in req.specifier] == ["=="], f"not an exact pin: {line}"
             pins[canonicalize_name(req.name)] = next(iter(req.specifier)).version
-    for text in project["dependencies"]:
+    for text in project["dependencies"] + project["optional-dependencies"]["dp"]:
         req = Requirement(text)
         name = canonicalize_name(req.name)
         assert name in pins, f"deploy/requirements.txt lacks {req.name} (pyproject.toml: {text})"
@@ -169,7 +170,9 @@ def edge_supernode(directory, image, name, data_dir, fleet_port) -> ComposeProje
 
 @pytest.mark.slow
 def test_tls_and_supernode_auth(image, tmp_path):
-    """With TLS and SuperNode authentication a registered edge SuperNode takes part, an unregistered one is refused."""
+    """With TLS and SuperNode authentication a registered edge SuperNode takes part, an unregistered one is refused.
+
+    The run aggregates securely: the server's totals count the registered node's rows."""
     directory = copy_project(tmp_path / "project")
     make_secrets(directory, ["node-1", "node-2", "node-3", "edge-ok", "edge-unknown"])
     rows = {"edge-ok": 250, "edge-unknown": 120}
@@ -180,7 +183,11 @@ def test_tls_and_supernode_auth(image, tmp_path):
     fleet_port = free_port()
     env = {"FEDCLUSTER_FLEET_BIND": "127.0.0.1", "FEDCLUSTER_FLEET_PORT": str(fleet_port),
            "FEDCLUSTER_CONTROL_PORT": str(free_port()), "FEDCLUSTER_MIN_NODES": "4",
-           "FEDCLUSTER_ROUNDS": "3", "FEDCLUSTER_RUN_CONFIG": "tol=0.0 node-wait-timeout=120"}
+           "FEDCLUSTER_ROUNDS": "3",
+           # Secure aggregation across the TLS deployment (the sum form: one local step, a
+           # start in declared bounds); its totals keep the counts exact.
+           "FEDCLUSTER_RUN_CONFIG": 'tol=0.0 node-wait-timeout=120 secure-aggregation=true '
+                                    'local-steps=1 init="random" data-bounds="0:1e6"'}
     files = ("docker-compose.yml", "deploy/compose.tls.yml", "deploy/compose.auth.yml")
     with ComposeProject(directory, image, files=files, env=env) as project:
         project.up("superlink", "register", "supernode-1", "supernode-2", "supernode-3")
@@ -209,6 +216,17 @@ def test_tls_and_supernode_auth(image, tmp_path):
     assert len(train) == 3
     for record in model.history:
         assert record.clients_answered == 4 and ok_id in record.participants, record
+
+
+def test_image_accounts_dp(image):
+    """The image's ServerApp can run DP: its accountant (the dp extra) calibrates as here."""
+    from fedcluster.privacy.accountant import calibrate
+
+    code = "from fedcluster.privacy.accountant import calibrate; print(repr(calibrate(1.0, 1e-5, 5)))"
+    done = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", code],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert float(done.stdout) == calibrate(1.0, 1e-5, 5)
 
 
 def lose_node_mid_run(image, tmp_path, how: str, round_timeout: int):
@@ -286,7 +304,7 @@ def test_killed_superlink_container_resumes_the_run(image, tmp_path):
     directory = copy_project(tmp_path / "project")
     results = directory / "results"
     env = {"FEDCLUSTER_ROUNDS": "6",
-           "FEDCLUSTER_RUN_CONFIG": "tol=0.0 momentum=0.3 seed=4 round-timeout=60"}
+           "FEDCLUSTER_RUN_CONFIG": "tol=0.0 momentum=0.3 seed=4 round-timeout=120"}
     job = ("up", "--detach", "--no-build", "--no-deps", "--force-recreate", "job")
     with ComposeProject(directory, image, env=env) as project:
         project.up()
@@ -316,6 +334,8 @@ def test_killed_superlink_container_resumes_the_run(image, tmp_path):
         assert 2 <= before.round < 6, before
 
         project.compose("start", "superlink")
+        for i in (1, 2, 3):  # see LocalDeployment.wait_for_reconnection
+            project.wait_for_log(f"supernode-{i}", RECONNECTED, timeout=180)
         project.env["FEDCLUSTER_RESUME"] = "1"
         project.compose(*job)
         assert project.wait("job", timeout=600) == 0, project.logs()

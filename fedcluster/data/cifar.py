@@ -84,4 +84,5 @@ def load_cifar10(directory: str | Path, split: str = "train") -> Dataset:
                                                          else TEST_FILES)]
     X = np.concatenate([data for data, _ in batches]).astype(np.float64)
     labels = np.concatenate([labels for _, labels in batches])
-    return Dataset(f"cifar10-{split}:{directory}", X, labels, None, CITATION)
+    return Dataset(f"cifar10-{split}:{directory}", X, labels, None, CITATION,
+                   image_shape=IMAGE_SHAPE)

@@ -116,6 +116,9 @@ class Dataset:
         ``float64`` generating centres, shape ``(k, d)``.
     citation : str
         Where the data comes from; empty for user files.
+    image_shape : tuple of int or None
+        C, H, W of a row read as an image (rows flattened in C,H,W order):
+        digits, MNIST and CIFAR-10 say it, so that DeepFeCA need not be told.
 
     A dataset read from a file (:func:`load_dataset` with a path) carries the
     labels and true centres the file holds (CSV label column, ``.npz`` ``y``
@@ -127,6 +130,7 @@ class Dataset:
     labels: np.ndarray | None
     true_centers: np.ndarray | None
     citation: str
+    image_shape: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # Frozen dataclass: normalise through object.__setattr__.
@@ -644,7 +648,8 @@ def _load_digits() -> Dataset:
         ) from None
     bunch = load_digits()
     return Dataset("digits", np.asarray(bunch.data, dtype=np.float64),
-                   np.asarray(bunch.target, dtype=np.int64), None, DIGITS_CITATION)
+                   np.asarray(bunch.target, dtype=np.int64), None, DIGITS_CITATION,
+                   image_shape=(1, 8, 8))
 
 
 MNIST_CITATION = (
@@ -679,7 +684,7 @@ def _load_mnist(name: str) -> Dataset:
                         f"{labels.shape[0]} labels in {labels_file}")
     X = images.reshape(images.shape[0], -1).astype(np.float64)
     X /= 255.0
-    return Dataset(name, X, labels.astype(np.int64), None, MNIST_CITATION)
+    return Dataset(name, X, labels.astype(np.int64), None, MNIST_CITATION, image_shape=(1, 28, 28))
 
 
 def _read_idx(file: str, sha256: str, *, magic: int, dims: int) -> np.ndarray:

@@ -433,9 +433,26 @@ class PrivateRounds:
             score = sse / n_points
             log(INFO, "restart %d: score %.6g over %d points (secure aggregation)", restart, score,
                 n_points)
+        if self.secure:
+            self.log_cost()
         result = RunResult(algorithm=strategy.algorithm, settings=dict(strategy.settings),
                            centroids=np.array(centroids, dtype=np.float64), counts=counts,
                            score=float(score), n_points=n_points, rounds=rounds,
                            converged=converged, best_restart=restart)
         result.stop_reason = self.stop_reason
         return result
+
+    def log_cost(self) -> None:
+        """Log what secure aggregation has cost the run so far (Flower's log, INFO).
+
+        Bytes are those of the stage payloads (keys, ciphertexts, masked
+        words), not of Flower's framing; seconds are the server's wall time
+        from the first stage's request to the last stage's reply.
+        """
+        cost = self.cost
+        stages = ", ".join(f"{kind.rsplit('_', 1)[-1]} {seconds:.2f} s"
+                           for kind, seconds in cost.per_stage_seconds.items())
+        log(INFO, "secure aggregation so far: %d aggregation(s) in %d request rounds, "
+            "%.1f kB to and %.1f kB from the clients, %.2f s (%s), %d client(s) dropped",
+            cost.aggregations, cost.request_rounds, cost.bytes_to_clients / 1e3,
+            cost.bytes_from_clients / 1e3, cost.seconds, stages, cost.dropped)
