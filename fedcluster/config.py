@@ -75,10 +75,6 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
         if self.standardize and self.algorithm == "deepfeca":
             raise ValueError("standardize does not combine with deepfeca (its centroids are "
                              "of the network's features); standardise the data before the run")
-        # The checkpoint holds no accountant: a resumed DP run would spend its budget again.
-        if self.resume_from and self.dp != "off":
-            raise ValueError("a dp run cannot resume from a checkpoint yet (the checkpoint does "
-                             "not hold the privacy accountant's spent budget)")
         return self
 
     def to_flower(self) -> dict[str, int | float | str | bool]:

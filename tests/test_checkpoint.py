@@ -68,12 +68,12 @@ def assert_same_result(resumed, whole):
     assert resumed.score == whole.score or (math.isnan(resumed.score) and math.isnan(whole.score))
     assert (resumed.rounds, resumed.converged, resumed.best_restart) == \
         (whole.rounds, whole.converged, whole.best_restart)
-    assert resumed.settings == whole.settings
+    assert (resumed.settings, resumed.stop_reason) == (whole.settings, whole.stop_reason)
     assert len(resumed.history) == len(whole.history)
     for mine, theirs in zip(resumed.history, whole.history):
         assert (mine.restart, mine.round, mine.phase, mine.participants) == \
             (theirs.restart, theirs.round, theirs.phase, theirs.participants)
-        for name in ("movement", "score"):
+        for name in ("movement", "score", "epsilon"):
             a, b = getattr(mine, name), getattr(theirs, name)
             assert a == b or (math.isnan(a) and math.isnan(b)), (mine, theirs)
 
@@ -234,6 +234,82 @@ def test_a_malformed_state_entry_is_refused_by_name(written):
     envelope["sha256"] = hashlib.sha256(_canonical(envelope["body"])).hexdigest()
     path.write_text(json.dumps(envelope))
     with pytest.raises(CheckpointError, match="strategy state has no 'rng'"):
+        resume_point(path, build_strategy(config), config.to_flower())
+
+
+# -- differential privacy: the spent budget ------------------------------------------------------
+def dp_config(**settings) -> RunConfig:
+    """DWF under central DP from a random start in S1's box: 5 rounds spend epsilon 1."""
+    return config_of("dwf", **{"dp": "central", "init": "random", "data-bounds": "0:1e6",
+                               "dp-epsilon": 1.0, "num-server-rounds": 5, **settings})
+
+
+def test_a_central_dp_run_resumed_after_round_2_equals_the_uninterrupted_run(s1, tmp_path):
+    """The noise's generator and the spent rounds come back: the same noisy centroids and
+    counts, and each round's epsilon, bit for bit."""
+    config = dp_config()
+    whole, resumed, writes = interrupted_and_resumed(config, parts_of(s1), tmp_path, stop_after=3)
+    assert writes[:3] == [(0, 0), (0, 1), (0, 2)] and whole.rounds == 5
+    assert_same_result(resumed, whole)
+    assert resumed.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+    _, final = read_checkpoint(tmp_path / "whole")
+    assert final.state["dp-rounds-spent"] == 5 and final.state["dp-epsilon-spent"] <= 1.0
+
+
+def test_a_resumed_dp_run_stops_where_the_budget_stops_the_uninterrupted_one(s1, tmp_path):
+    """A fixed multiplier whose budget allows 3 of 10 rounds: cut after round 2, the resumed
+    run counts the 2 spent rounds and stops before round 4, with the same reason."""
+    from fedcluster.privacy.accountant import epsilon_spent
+
+    z = 3.0
+    config = dp_config(**{"dp-noise-multiplier": z, "num-server-rounds": 10,
+                          "dp-epsilon": epsilon_spent(z, 3, 1e-5) + 0.01})
+    whole, resumed, _ = interrupted_and_resumed(config, parts_of(s1), tmp_path, stop_after=3)
+    assert whole.rounds == 3 and "privacy budget spent: 3 round(s)" in whole.stop_reason
+    assert_same_result(resumed, whole)
+
+
+def test_a_distributed_dp_run_resumes_to_the_same_budget(s1, tmp_path):
+    """Under secure aggregation each client draws its noise from its own entropy: the
+    centroids differ from run to run, the rounds and each round's epsilon do not."""
+    config = dp_config(**{"dp": "distributed", "secure-aggregation": True,
+                          "num-server-rounds": 4, "momentum": 0.0})
+    whole, resumed, _ = interrupted_and_resumed(config, parts_of(s1), tmp_path, stop_after=3)
+    assert resumed.rounds == whole.rounds == 4 and resumed.stop_reason == whole.stop_reason
+    assert [(r.round, r.epsilon) for r in resumed.history] == \
+        [(r.round, r.epsilon) for r in whole.history]
+    assert whole.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+
+
+def rewritten(path, change) -> None:
+    """Apply ``change`` to the checkpoint's body and store it with a matching checksum."""
+    import hashlib
+
+    from fedcluster.server.checkpoint import _canonical
+
+    envelope = json.loads(path.read_text())
+    change(envelope["body"])
+    envelope["sha256"] = hashlib.sha256(_canonical(envelope["body"])).hexdigest()
+    path.write_text(json.dumps(envelope))
+
+
+def test_a_dp_checkpoint_without_its_budget_is_refused_by_name(s1, tmp_path):
+    """A checkpoint that does not say what was spent (a run from before the budget was stored,
+    or edited) would let the resumed run spend it again: refused, naming the entry."""
+    config = dp_config()
+    with pytest.raises(Interrupted):
+        run(config, parts_of(s1), out=tmp_path, stop_after=3)
+    path = tmp_path / CHECKPOINT_FILE
+    good = path.read_text()
+    for name in ("dp-rounds-spent", "dp-noise-rng", "dp-last-counts", "dp-stop-reason"):
+        path.write_text(good)
+        rewritten(path, lambda body: body["state"].pop(name))
+        with pytest.raises(CheckpointError, match=f"strategy state has no '{name}'"):
+            resume_point(path, build_strategy(config), config.to_flower())
+    # Fewer rounds than the epsilon recorded with them: counted otherwise, refused.
+    path.write_text(good)
+    rewritten(path, lambda body: body["state"].update({"dp-rounds-spent": 1}))
+    with pytest.raises(CheckpointError, match="'dp-epsilon-spent' is .* for 1 round"):
         resume_point(path, build_strategy(config), config.to_flower())
 
 

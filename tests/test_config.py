@@ -145,10 +145,11 @@ def test_standardize_is_refused_with_dp_or_secure_aggregation():
             RunConfig.from_mapping({"standardize": True, **other})
 
 
-def test_a_dp_run_cannot_resume(tmp_path):
-    with pytest.raises(ConfigError, match="a dp run cannot resume from a checkpoint yet"):
-        RunConfig.from_mapping({"dp": "central", "data-bounds": "0:1", "init": "random",
-                                "resume-from": str(tmp_path)})
+def test_a_dp_run_may_resume(tmp_path):
+    """The checkpoint holds the spent budget (tests/test_checkpoint.py resumes DP runs)."""
+    config = RunConfig.from_mapping({"dp": "central", "data-bounds": "0:1", "init": "random",
+                                     "resume-from": str(tmp_path)})
+    assert config.resume_from == str(tmp_path)
 
 
 def test_standardize_is_refused_with_deepfeca():

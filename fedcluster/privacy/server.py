@@ -27,6 +27,15 @@ clients' noise is added before fixed-point rounding; the rounding (at most
 ``m 2^-(f+1)`` per entry) is not part of the DP analysis (a discrete
 Gaussian would make it so; not implemented). The run is not reproducible:
 each client draws its noise from its own entropy.
+
+Resuming (:meth:`PrivateRounds.state`): the checkpoint after round ``t``
+holds the ``t`` rounds counted, and a round's noisy totals leave the server
+(in the next round's request, or the result) only after that checkpoint is
+written; a round cut short is run again, under central DP with the same
+noise (its generator is restored). Under distributed DP the server learns a
+round's noisy total when the masks come off, a moment before the round's
+checkpoint is written: a coordinator killed in that moment leaves a release
+the resumed run does not count (it asks the round again, with fresh noise).
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
 from typing import TYPE_CHECKING, Any
@@ -47,7 +57,7 @@ from ..messages import EVALUATE, ClientSummary, ProtocolError, Request, validate
 from ..numerics import random_in_box
 from ..results import RunResult
 from . import secagg
-from .accountant import Budget, calibrate
+from .accountant import Budget, calibrate, epsilon_spent
 from .kinds import CLIENT_NOISE_KEY, DIMENSION
 from .mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
 
@@ -404,6 +414,66 @@ class PrivateRounds:
             if np.any(norms > summary.counts * self.clipping.radius * (1 + CLIP_SLACK) + 1e-12):
                 raise ProtocolError("'sums' exceed counts x the clipping radius: rows not clipped")
         return summary
+
+    # -- checkpoints ------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """What the next private round depends on, by name, for a checkpoint (empty without DP).
+
+        ``dp-rounds-spent``: the rounds the accountant counted, so that a
+        resumed run goes on spending from there, never again from nothing
+        (with the run's one noise multiplier the epsilon after ``r`` rounds
+        is a function of ``r``: :func:`~.accountant.epsilon_spent`);
+        ``dp-noise-multiplier`` and ``dp-epsilon-spent``, which
+        :meth:`restore` compares with this run's (a checkpoint calibrated or
+        accounted otherwise is refused rather than mixed into one budget);
+        ``dp-noise-rng``: the central noise's own generator (not the
+        sampler's ``rng``), so that a round run again after a resume draws
+        the same noise; ``dp-last-counts``: the last noisy counts (the
+        result's); ``dp-stop-reason``. Secure aggregation keeps nothing
+        between rounds (its keys are drawn per aggregation).
+        """
+        if self.budget is None:
+            return {}
+        return {"dp-rounds-spent": self.budget.rounds,
+                "dp-noise-multiplier": self.budget.noise_multiplier,
+                "dp-epsilon-spent": self.budget.spent,
+                "dp-noise-rng": self.noise_rng.bit_generator.state,
+                "dp-last-counts": self.last_counts,
+                "dp-stop-reason": self.stop_reason}
+
+    def restore(self, state: Mapping[str, Any], k: int) -> None:
+        """Set :meth:`state`'s entries (``k``: the number of clusters of the last counts).
+
+        Raises
+        ------
+        StateError
+            An entry is missing or malformed, or the checkpoint's noise
+            multiplier or epsilon is not what this run's accountant gives for
+            its rounds (another calibration or ``dp-accounting`` version).
+        """
+        # Imported here: the strategies import this module.
+        from ..strategies.progress import StateError, state_array, state_entry, state_generator
+
+        if self.budget is None:
+            return
+        rounds = state_entry(state, "dp-rounds-spent")
+        if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 0:
+            raise StateError(f"strategy state 'dp-rounds-spent' is {rounds!r}, not a number of rounds")
+        budget = self.budget
+        for name, ours in (("dp-noise-multiplier", budget.noise_multiplier),
+                           ("dp-epsilon-spent", epsilon_spent(budget.noise_multiplier, rounds,
+                                                              budget.delta))):
+            if (stored := state_entry(state, name)) != ours:
+                raise StateError(f"strategy state {name!r} is {stored!r}, this run's accountant "
+                                 f"gives {ours!r} for {rounds} round(s): the checkpoint's budget "
+                                 f"was calibrated or counted otherwise (another dp-accounting?)")
+        stop_reason = state_entry(state, "dp-stop-reason")
+        if not isinstance(stop_reason, str):
+            raise StateError(f"strategy state 'dp-stop-reason' is {stop_reason!r}, not a string")
+        noise_rng = state_generator(state, "dp-noise-rng")
+        state_entry(state, "dp-last-counts")  # present even when None (before the first round)
+        self.last_counts = state_array(state, "dp-last-counts", (k,), optional=True)
+        budget.rounds, self.noise_rng, self.stop_reason = rounds, noise_rng, stop_reason
 
     # -- the result -------------------------------------------------------------------
     def result(self, strategy: ClusteringStrategy, federation: Federation, centroids: np.ndarray,

@@ -27,7 +27,7 @@ from ..logs import DETAIL, log
 from ..messages import BOUNDS, EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
 from ..options import Options
 from ..results import RoundRecord, RunResult
-from .progress import Progress, StateError, node_map, node_pairs, state_entry
+from .progress import Progress, node_map, node_pairs, state_generator
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -389,14 +389,7 @@ class ClusteringStrategy:
         StateError
             An entry is missing or malformed (the message names it).
         """
-        rng_state = state_entry(state, "rng")
-        rng = np.random.default_rng()
-        try:
-            rng.bit_generator.state = rng_state
-        except (TypeError, ValueError, KeyError) as exc:
-            raise StateError(f"strategy state 'rng' is not the state of a "
-                             f"{type(rng.bit_generator).__name__} generator ({exc})") from None
-        self.rng = rng
+        self.rng = state_generator(state, "rng")
         self.declared_rows = node_map(state, "declared-rows")
         self.sampling_keys = node_map(state, "sampling-keys")
 

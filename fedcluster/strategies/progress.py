@@ -90,6 +90,17 @@ def state_array(state: Mapping[str, Any], name: str, shape: tuple[int | None, ..
     return np.array(array, dtype=dtype)
 
 
+def state_generator(state: Mapping[str, Any], name: str) -> np.random.Generator:
+    """A NumPy generator set to the bit generator state ``state[name]``, checked."""
+    generator = np.random.default_rng()
+    try:
+        generator.bit_generator.state = state_entry(state, name)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise StateError(f"strategy state {name!r} is not the state of a "
+                         f"{type(generator.bit_generator).__name__} generator ({exc})") from None
+    return generator
+
+
 def node_map(state: Mapping[str, Any], name: str) -> dict[int, int]:
     """A node id -> integer map that :func:`node_pairs` stored, checked."""
     pairs = state_entry(state, name)

@@ -103,6 +103,17 @@ class RoundBasedStrategy(ClusteringStrategy):
     def checked(self, exchange: Exchange[ClientSummary], what: str) -> None:
         """Called with each round's (and the initialisation's) checked replies; DWF warns here."""
 
+    # -- checkpoints ---------------------------------------------------------------
+    def state(self) -> dict:
+        """The base state and, under DP, the privacy's own (:meth:`PrivateRounds.state`)."""
+        return {**super().state(), **(self.private.state() if self.private is not None else {})}
+
+    def restore(self, state) -> None:
+        """Set :meth:`state`'s entries, the privacy's included."""
+        super().restore(state)
+        if self.private is not None:
+            self.private.restore(state, self.k)
+
     # -- the run -----------------------------------------------------------------
     def train_round(self, federation: Federation, t: int, current: np.ndarray
                     ) -> tuple[np.ndarray, float, float, Exchange[ClientSummary]]:
