@@ -3,6 +3,8 @@
     python benchmarks/privacy.py                  # S1 and S2, IID and Dirichlet 0.3 (a few minutes)
     python benchmarks/privacy.py --datasets s1 --seeds 3 --distributed-seeds 2
     python benchmarks/privacy.py --secagg-cost 10,30 --neighbours 0,4   # SecAgg vs SecAgg+
+    python benchmarks/privacy.py --datasets mnist --rows 10000 --seeds 2 --json out.json
+    python benchmarks/privacy.py --table results/privacy/*.json   # the table from saved runs
 
 For each data set, split, epsilon and seed: fedcluster's ``dwf`` with
 ``dp = central`` (and ``dp = distributed`` under secure aggregation) over
@@ -14,7 +16,10 @@ scikit-learn's ``KMeans`` with one random start for diffprivlib's column.
 The score is the mean squared distance of all points to their nearest
 centroid, computed here on the pooled data (a DP run does not release it),
 divided by the centralized score (scikit-learn ``KMeans``, 20 starts). The
-table gives the mean and the median over seeds. Needs ``pip install
+table gives the mean and the median over seeds. The declared bounds and k of
+each data set are in :data:`BOUNDS` and :data:`K`; ``--rows`` takes a seeded
+subset (seed 0) of a large set (MNIST). ``--json`` saves every seed's ratio,
+``--table`` prints the table again from saved files. Needs ``pip install
 "fedcluster[dp]" diffprivlib``.
 
 ``--secagg-cost`` instead measures secure aggregation itself: for each
@@ -30,13 +35,28 @@ from __future__ import annotations
 
 import argparse
 import logging
+import glob
+import json
 import math
 import time
 
 import numpy as np
 
-#: The declared, data-independent bounds of each data set (every SIPU S-set lies in [0, 1e6]).
-BOUNDS = {"s1": "0:1e6", "s2": "0:1e6", "s3": "0:1e6", "s4": "0:1e6"}
+#: The declared, data-independent bounds of each data set: every SIPU S-set lies in [0, 1e6];
+#: the G2 sets are two Gaussians centred at 500 and 600 per feature with standard deviation at
+#: most 100, so [0, 1100] is 5 deviations either side (every shipped G2 value lies in
+#: [45, 1034]); MNIST's pixels are scaled to [0, 1] by ``load_dataset``.
+BOUNDS = {"s1": "0:1e6", "s2": "0:1e6", "s3": "0:1e6", "s4": "0:1e6", "mnist": "0:1"}
+#: k per data set: 15 for the S-sets, 2 for a G2 set (its two Gaussians), 10 for MNIST.
+K = {"s1": 15, "s2": 15, "s3": 15, "s4": 15, "mnist": 10}
+
+
+def bounds_of(name: str) -> str:
+    return "0:1100" if name.startswith("g2-") else BOUNDS[name]
+
+
+def k_of(name: str) -> int:
+    return 2 if name.startswith("g2-") else K[name]
 EPSILONS = (0.5, 1.0, 2.0, 5.0, math.inf)
 
 
@@ -102,7 +122,7 @@ def print_secagg_cost(args) -> None:
     for clients in (int(c) for c in args.secagg_cost.split(",")):
         parts = [X[i] for i in partition_indices(len(X), clients, "iid", seed=0)]
         for neighbours in (int(d) for d in args.neighbours.split(",")):
-            cost = secagg_cost(parts, args.k, BOUNDS["s1"], neighbours, args.rounds)
+            cost = secagg_cost(parts, args.k or K["s1"], BOUNDS["s1"], neighbours, args.rounds)
             per = cost.aggregations
             stage = {kind.rsplit("_", 1)[-1]: s / per for kind, s in cost.per_stage_seconds.items()}
             to, back = cost.bytes_to_clients / per / 1e3, cost.bytes_from_clients / per / 1e3
@@ -111,12 +131,58 @@ def print_secagg_cost(args) -> None:
                   f"{stage['share']:.2f} | {stage['masked']:.2f} |", flush=True)
 
 
+def shown(values) -> str:
+    return f"{np.mean(values):.2f} / {np.median(values):.2f}" if values else "-"
+
+
+def print_table(rows: list[dict], header: bool = True) -> None:
+    if header:
+        print("| data | split | epsilon | central DP (mean / median) | distributed DP | "
+              "diffprivlib KMeans | central / diffprivlib | distributed / central |")
+        print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        central, distributed, reference = row["central"], row["distributed"], row["reference"]
+        ratio = f"{np.mean(distributed) / np.mean(central):.2f}" if distributed else "-"
+        print(f"| {row['data']} | {row['split']} | {row['epsilon']} | {shown(central)} | "
+              f"{shown(distributed)} | {shown(reference)} | "
+              f"{np.mean(central) / np.mean(reference):.2f} | {ratio} |", flush=True)
+
+
+def print_summary(rows: list[dict], epsilon: str) -> None:
+    """Per data set at one epsilon: central / diffprivlib, distributed / central per split."""
+    splits = list(dict.fromkeys(row["split"] for row in rows))
+    print(f"| data | central / diffprivlib ({splits[0]}) | " + " | ".join(f"distributed / central ({split})"
+                                                        for split in splits) + " |")
+    print("|---|---|" + "---|" * len(splits))
+    for name in dict.fromkeys(row["data"] for row in rows):
+        mine = {row["split"]: row for row in rows if row["data"] == name and row["epsilon"] == epsilon}
+        if not mine:
+            continue
+        first = next(iter(mine.values()))
+        cells = [f"{np.mean(mine[split]['distributed']) / np.mean(mine[split]['central']):.2f}"
+                 if split in mine and mine[split]["distributed"] else "-" for split in splits]
+        print(f"| {name} | {np.mean(first['central']) / np.mean(first['reference']):.2f} | "
+              + " | ".join(cells) + " |")
+
+
+def footer(meta: dict) -> str:
+    rows = f", {meta['rows']} rows (seeded subset, seed 0)" if meta.get("rows") else ""
+    return (f"{meta['data']}: {meta['wall_s']:.0f} s; rounds {meta['rounds']}, {meta['clients']} "
+            f"clients, k {meta['k']}, bounds {meta['bounds']}{rows}, seeds 0-{meta['seeds'] - 1}"
+            + (f" (distributed: 0-{meta['distributed_seeds'] - 1})" if meta["distributed"] else
+               " (no distributed runs)"))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default="s1,s2")
+    parser.add_argument("--datasets", default="s1,s2",
+                        help="comma-separated: s1..s4, g2-D-S, mnist")
     parser.add_argument("--splits", default="iid,dirichlet:0.3")
+    parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS))
     parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--k", type=int, default=15)
+    parser.add_argument("--k", type=int, default=0, help="0: the data set's own (K)")
+    parser.add_argument("--rows", type=int, default=0,
+                        help="a seeded subset (seed 0) of this many rows of each data set (0: all)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--distributed-seeds", type=int, default=3,
@@ -126,7 +192,27 @@ def main(argv=None) -> None:
                         help="numbers of clients, e.g. 10,30: measure secure aggregation instead")
     parser.add_argument("--neighbours", default="0,4",
                         help="secagg-neighbours values of --secagg-cost (0: SecAgg)")
+    parser.add_argument("--json", default="", help="save each data set's runs (every seed) here; "
+                        "with several data sets, one file each: PATH with {data} in it")
+    parser.add_argument("--table", nargs="+", metavar="JSON",
+                        help="print the table from saved --json files (globs) and run nothing")
+    parser.add_argument("--summary-epsilon", default="1",
+                        help="with --table: the epsilon of the summary table")
     args = parser.parse_args(argv)
+    if args.table:
+        paths = sorted({p for pattern in args.table for p in (glob.glob(pattern) or [pattern])})
+        saved = sorted((json.load(open(p)) for p in paths),  # S-sets, G2 sets, then the rest
+                       key=lambda run: (not run["meta"]["data"].startswith("s"),
+                                        not run["meta"]["data"].startswith("g2-"),
+                                        run["meta"]["data"]))
+        rows = [row for run in saved for row in run["rows"]]
+        print_table(rows)
+        print()
+        for run in saved:
+            print(footer(run["meta"]) + "  ")
+        print("\nAt epsilon " + args.summary_epsilon + " (ratios of the means over seeds):\n")
+        print_summary(rows, args.summary_epsilon)
+        return
     logging.disable(logging.CRITICAL)
     if args.secagg_cost:
         print_secagg_cost(args)
@@ -134,44 +220,61 @@ def main(argv=None) -> None:
     from sklearn.cluster import KMeans as SKKMeans
 
     from fedcluster.data import load_dataset, partition_indices
+    from fedcluster.privacy.mechanism import parse_bounds
 
     KMeans = _diffprivlib_kmeans()
-    started = time.time()
-    print("| data | split | epsilon | central DP (mean / median) | distributed DP | "
-          "diffprivlib KMeans | central / diffprivlib |")
-    print("|---|---|---|---|---|---|---|")
-    for name in args.datasets.split(","):
+    epsilons = [float(e) for e in args.epsilons.split(",")]
+    names = args.datasets.split(",")
+    if args.json and len(names) > 1 and "{data}" not in args.json:
+        parser.error("--json with several data sets needs {data} in the path")
+    for name in names:
+        started = time.time()
         data = load_dataset(name)
         X, labels = data.X, data.labels
-        low, high = (float(v) for v in BOUNDS[name].split(":"))
-        best = SKKMeans(args.k, n_init=20, random_state=0).fit(X).inertia_ / len(X)
+        if args.rows and args.rows < len(X):
+            keep = np.sort(np.random.default_rng(0).choice(len(X), args.rows, replace=False))
+            X, labels = X[keep], labels[keep]
+        k, bounds = args.k or k_of(name), bounds_of(name)
+        low, high = (np.broadcast_to(v, X.shape[1]).copy() for v in parse_bounds(bounds))
+        best = SKKMeans(k, n_init=20, random_state=0).fit(X).inertia_ / len(X)
+        distributed_too = name in args.distributed_datasets.split(",")
+        references: dict[float, list[float]] = {}  # the pooled data: the same for every split
+        rows = []
         for split in args.splits.split(","):
             parts = [X[i] for i in partition_indices(len(X), args.clients, split, labels=labels,
                                                      points=X, seed=0)]
-            for epsilon in EPSILONS:
-                central = [score(X, fedcluster_run(parts, args.k, BOUNDS[name], epsilon, s,
+            for epsilon in epsilons:
+                central = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
                                                    args.rounds, "central")) / best
                            for s in range(args.seeds)]
                 distributed = []
-                if name in args.distributed_datasets.split(",") and not math.isinf(epsilon):
-                    distributed = [score(X, fedcluster_run(parts, args.k, BOUNDS[name], epsilon, s,
+                if distributed_too and not math.isinf(epsilon):
+                    distributed = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
                                                            args.rounds, "distributed")) / best
                                    for s in range(args.distributed_seeds)]
-                if math.isinf(epsilon):
-                    reference = [score(X, SKKMeans(args.k, init="random", n_init=1, random_state=s)
-                                       .fit(X).cluster_centers_) / best for s in range(args.seeds)]
-                else:
-                    reference = [score(X, KMeans(n_clusters=args.k, epsilon=epsilon,
-                                                 bounds=(low, high), random_state=s)
-                                       .fit(X).cluster_centers_) / best for s in range(args.seeds)]
-
-                def shown(values):
-                    return f"{np.mean(values):.2f} / {np.median(values):.2f}" if values else "-"
-
-                print(f"| {name} | {split} | {epsilon:g} | {shown(central)} | {shown(distributed)} | "
-                      f"{shown(reference)} | {np.mean(central) / np.mean(reference):.2f} |", flush=True)
-    print(f"\n{time.time() - started:.0f} s; rounds {args.rounds}, {args.clients} clients, "
-          f"k {args.k}, seeds {args.seeds} ({args.distributed_seeds} distributed)")
+                if epsilon not in references:
+                    if math.isinf(epsilon):
+                        references[epsilon] = [
+                            score(X, SKKMeans(k, init="random", n_init=1, random_state=s)
+                                  .fit(X).cluster_centers_) / best for s in range(args.seeds)]
+                    else:
+                        references[epsilon] = [
+                            score(X, KMeans(n_clusters=k, epsilon=epsilon, bounds=(low, high),
+                                            random_state=s).fit(X).cluster_centers_) / best
+                            for s in range(args.seeds)]
+                row = {"data": name, "split": split, "epsilon": f"{epsilon:g}", "central": central,
+                       "distributed": distributed, "reference": references[epsilon]}
+                rows.append(row)
+                print_table([row], header=len(rows) == 1)
+        meta = {"data": name, "rows": len(X) if args.rows else 0, "k": k, "bounds": bounds,
+                "rounds": args.rounds, "clients": args.clients, "seeds": args.seeds,
+                "distributed_seeds": args.distributed_seeds if distributed_too else 0,
+                "distributed": distributed_too, "centralized_score": best,
+                "wall_s": time.time() - started}
+        print("\n" + footer(meta) + "\n", flush=True)
+        if args.json:
+            with open(args.json.replace("{data}", name), "w") as out:
+                json.dump({"meta": meta, "rows": rows}, out, indent=1)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ cleanly, noise 0 gives the plain method, and runs are reproducible for a seed.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -531,8 +532,7 @@ def test_invalid_privacy_settings_are_refused_with_the_reason(settings, message)
         RunConfig.from_mapping({"init": "random", "data-bounds": BOUNDS, **settings})
 
 
-def test_central_dp_lloyd_is_at_least_as_good_as_diffprivlib_at_epsilon_1():
-    """The reference: diffprivlib's KMeans (central DP) at the same epsilon and bounds (S1, 3 seeds)."""
+def privacy_benchmark():
     import importlib.util
     from pathlib import Path
 
@@ -540,6 +540,12 @@ def test_central_dp_lloyd_is_at_least_as_good_as_diffprivlib_at_epsilon_1():
     spec = importlib.util.spec_from_file_location("privacy_benchmark", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_central_dp_lloyd_is_at_least_as_good_as_diffprivlib_at_epsilon_1():
+    """The reference: diffprivlib's KMeans (central DP) at the same epsilon and bounds (S1, 3 seeds)."""
+    bench = privacy_benchmark()
     X, parts = s1_parts(clients=10)
     ours = np.mean([bench.score(X, bench.fedcluster_run(parts, K, BOUNDS, 1.0, s, 5, "central"))
                     for s in range(3)])
@@ -548,3 +554,39 @@ def test_central_dp_lloyd_is_at_least_as_good_as_diffprivlib_at_epsilon_1():
                                             random_state=s).fit(X).cluster_centers_)
                       for s in range(3)])
     assert ours <= 1.1 * theirs, (ours, theirs)
+
+
+def test_privacy_benchmark_saves_every_seed_and_prints_the_table_again(tmp_path, capsys):
+    """``--json`` keeps each seed's ratio; ``--table`` prints the same rows from the file."""
+    bench = privacy_benchmark()
+    out = tmp_path / "{data}.json"
+    bench.main(["--datasets", "g2-2-30", "--splits", "iid", "--epsilons", "1,inf", "--seeds", "2",
+                "--distributed-datasets", "g2-2-30", "--distributed-seeds", "1",
+                "--json", str(out)])
+    ran = capsys.readouterr().out
+    saved = json.loads((tmp_path / "g2-2-30.json").read_text())
+    assert saved["meta"]["k"] == 2 and saved["meta"]["bounds"] == "0:1100"
+    assert [row["epsilon"] for row in saved["rows"]] == ["1", "inf"]
+    assert [len(saved["rows"][0][key]) for key in ("central", "distributed", "reference")] == [2, 1, 2]
+    assert saved["rows"][1]["distributed"] == []
+    assert all(np.isfinite(v) and v >= 1 - 1e-9 for row in saved["rows"]
+               for key in ("central", "distributed", "reference") for v in row[key])
+    bench.main(["--table", str(tmp_path / "*.json")])
+    table = capsys.readouterr().out
+    rows = [line for line in ran.splitlines() if line.startswith("| g2-2-30 | iid |")]
+    assert len(rows) == 2 and rows == [line for line in table.splitlines()
+                                       if line.startswith("| g2-2-30 | iid |")]
+
+
+def test_saved_privacy_results_render_to_a_table(capsys):
+    """The committed runs behind BENCHMARKS.md's DP table are readable by ``--table``."""
+    from pathlib import Path
+
+    saved = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "privacy")
+                   .glob("*.json"))
+    if not saved:
+        pytest.skip("no saved privacy results")
+    privacy_benchmark().main(["--table", *map(str, saved)])
+    table = capsys.readouterr().out
+    assert "nan" not in table.lower()
+    assert sum(line.startswith("| ") for line in table.splitlines()) > len(saved)
