@@ -213,10 +213,19 @@ def main(argv=None) -> None:
         print("\nAt epsilon " + args.summary_epsilon + " (ratios of the means over seeds):\n")
         print_summary(rows, args.summary_epsilon)
         return
+    # The runs' per-round logs would drown the table; a caller (a test) gets its logging back.
     logging.disable(logging.CRITICAL)
-    if args.secagg_cost:
-        print_secagg_cost(args)
-        return
+    try:
+        if args.secagg_cost:
+            print_secagg_cost(args)
+        else:
+            run_grid(args, parser)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def run_grid(args, parser) -> None:
+    """Every data set, split, epsilon and seed of ``args``: the tables, and the --json files."""
     from sklearn.cluster import KMeans as SKKMeans
 
     from fedcluster.data import load_dataset, partition_indices

@@ -14,6 +14,7 @@ cleanly, noise 0 gives the plain method, and runs are reproducible for a seed.
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import numpy as np
@@ -564,6 +565,8 @@ def test_privacy_benchmark_saves_every_seed_and_prints_the_table_again(tmp_path,
                 "--distributed-datasets", "g2-2-30", "--distributed-seeds", "1",
                 "--json", str(out)])
     ran = capsys.readouterr().out
+    # It silences logging while it runs, not for the tests that follow (they read the logs).
+    assert logging.root.manager.disable == logging.NOTSET
     saved = json.loads((tmp_path / "g2-2-30.json").read_text())
     assert saved["meta"]["k"] == 2 and saved["meta"]["bounds"] == "0:1100"
     assert [row["epsilon"] for row in saved["rows"]] == ["1", "inf"]
