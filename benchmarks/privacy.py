@@ -92,7 +92,7 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode) -> np.ndarray:
     if math.isinf(epsilon):
         settings["secure-aggregation"] = True  # the sum form without noise
     elif mode == "central":
-        settings.update({"dp": "central", "dp-epsilon": epsilon})
+        settings.update({"dp": "central", "dp-epsilon": epsilon, "secure-aggregation": True})
     else:
         settings.update({"dp": "distributed", "dp-epsilon": epsilon, "secure-aggregation": True})
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids

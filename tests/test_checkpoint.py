@@ -239,8 +239,10 @@ def test_a_malformed_state_entry_is_refused_by_name(written):
 
 # -- differential privacy: the spent budget ------------------------------------------------------
 def dp_config(**settings) -> RunConfig:
-    """DWF under central DP from a random start in S1's box: 5 rounds spend epsilon 1."""
-    return config_of("dwf", **{"dp": "central", "init": "random", "data-bounds": "0:1e6",
+    """DWF under central DP (over secure aggregation) from a random start in S1's box: 5 rounds
+    spend epsilon 1."""
+    return config_of("dwf", **{"dp": "central", "secure-aggregation": True, "init": "random",
+                               "data-bounds": "0:1e6",
                                "dp-epsilon": 1.0, "num-server-rounds": 5, **settings})
 
 

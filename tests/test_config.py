@@ -139,7 +139,8 @@ def test_a_client_checks_a_request_setting_with_the_servers_declaration():
 
 
 def test_standardize_is_refused_with_dp_or_secure_aggregation():
-    for other in ({"dp": "central", "data-bounds": "0:1", "init": "random"},
+    for other in ({"dp": "central", "secure-aggregation": True, "data-bounds": "0:1",
+                   "init": "random"},
                   {"secure-aggregation": True, "data-bounds": "0:1", "init": "random"}):
         with pytest.raises(ConfigError, match="standardize does not combine with dp or secure"):
             RunConfig.from_mapping({"standardize": True, **other})
@@ -147,7 +148,8 @@ def test_standardize_is_refused_with_dp_or_secure_aggregation():
 
 def test_a_dp_run_may_resume(tmp_path):
     """The checkpoint holds the spent budget (tests/test_checkpoint.py resumes DP runs)."""
-    config = RunConfig.from_mapping({"dp": "central", "data-bounds": "0:1", "init": "random",
+    config = RunConfig.from_mapping({"dp": "central", "secure-aggregation": True,
+                                     "data-bounds": "0:1", "init": "random",
                                      "resume-from": str(tmp_path)})
     assert config.resume_from == str(tmp_path)
 

@@ -20,7 +20,8 @@ SUM_FORM = ("dwf", "ewf", "fedkmeans", "ffcm-avg1")
 DP = Annotated[Literal["off", "central", "distributed"], Field(
     "off", description="differential privacy of the released centroids (dwf, ewf, fedkmeans, "
     "ffcm-avg1 in their one-step sum form): central (the server adds Gaussian noise to the "
-    "totals) or distributed (each client adds its share; needs --secure-aggregation true)")]
+    "secure totals) or distributed (each client adds its share); both need "
+    "--secure-aggregation true")]
 DPEpsilon = Annotated[float, Field(
     1.0, gt=0.0, description="privacy budget epsilon of a whole DP run (every round counted)")]
 DPDelta = Annotated[float, Field(
@@ -95,6 +96,9 @@ def check_privacy(options: Any) -> None:
     if options.dp != "off" and options.n_init != 1:
         raise ValueError(f"{what} needs n-init = 1: comparing restarts would release scores "
                          "without noise")
-    if options.dp == "distributed" and not options.secure_aggregation:
-        raise ValueError("dp = distributed needs secure-aggregation = true: the server must "
-                         "see only the total of the clients' noisy vectors")
+    # DP's sum form has no floor per cluster (a floor would void the sensitivity bound), so
+    # without masks a client's sum over a cluster of one row would be that row, clipped and shifted.
+    if options.dp != "off" and not options.secure_aggregation:
+        raise ValueError(f"dp = {options.dp} needs secure-aggregation = true: the server must see "
+                         "only the total of the clients' sums (a client's own sum over a cluster "
+                         "of one row would be that row)")
