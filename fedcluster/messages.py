@@ -202,7 +202,6 @@ def validate_reply(
     all_counted: bool = False,
     arrays: Mapping[str, np.ndarray] | None = None,
     arrays_bound: float = MAX_MAGNITUDE,
-    whole_counts: bool = True,
 ) -> ClientSummary:
     """Check a client's reply and return it with every array as float64.
 
@@ -224,10 +223,6 @@ def validate_reply(
         The counts must add up to exactly the number of points (every point
         is in one cluster, as in the score request); otherwise they may add
         up to less (a client may withhold small clusters).
-    whole_counts : bool
-        The counts must be whole numbers (numbers of rows); false for a sum
-        form whose counts are fuzzy supports (``ffcm-avg1``: ``sum_i u_ij^m``,
-        which still add up to at most the number of points).
     arrays : mapping of str to ndarray, optional
         The model the reply's named arrays must match
         (:func:`validate_named_arrays`, bounded by ``arrays_bound``); without
@@ -272,9 +267,9 @@ def validate_reply(
             raise ProtocolError(f"'centroids' and '{name}' disagree on the number of clusters")
     counts = values.get("counts")
     if counts is not None:
-        if whole_counts and np.any(counts != np.floor(counts)):
+        if np.any(counts != np.floor(counts)):
             raise ProtocolError("'counts' are not whole numbers")
-        total = int(counts.sum()) if whole_counts else float(counts.sum())
+        total = int(counts.sum())
         if total > n:
             raise ProtocolError(f"'counts' add up to {total}, more than the {n} points")
         if all_counted and total != n:

@@ -14,9 +14,10 @@ aggregation (:mod:`.secagg`) with the client's session state.
 
 The privacy floor (``min-cluster-size``) is not applied cluster by cluster
 here: withholding a cluster of fewer than p rows makes one row decide whether
-p rows' sum is sent, which voids the DP sensitivity bound. These replies are
-meant for secure aggregation (the server sees only totals) or a trusted
-server (central DP); the client still needs p rows to answer at all.
+p rows' sum is sent, which voids the DP sensitivity bound. These replies
+therefore leave a client only masked, inside secure aggregation's stages
+(:func:`~.options.check_privacy` refuses DP without it); the client still
+needs p rows to answer at all.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The server's side of a private round: totals in the clear or through SecAgg, noise, budget.
+"""The server's side of a private round: totals through SecAgg, noise, budget.
 
 :class:`PrivateRounds` is what a round-based strategy (``dwf``, ``ewf``,
 ``fedkmeans``, ``ffcm-avg1``) uses when ``dp`` or ``secure-aggregation`` is
@@ -6,9 +6,9 @@ on. Each round it asks the sampled clients for one step in sum form (the
 strategy's ``sums_type``: :data:`~.kinds.SUMS`, a Lloyd step, or
 ``ffcm-avg1``'s fuzzy sums, whose counts are the supports ``sum_i u_ij^m``),
 obtains the totals of their sums, counts (and, without
-DP, squared distances and rows) either by adding the checked replies
-(central DP without secure aggregation: the trusted server sees each
-client's sums) or through :func:`secure_sum` (it sees only the total), adds
+DP, squared distances and rows) through :func:`secure_sum` (it sees only the
+total: DP of either kind needs secure aggregation, as the sum form has no
+floor per cluster), adds
 the central noise (``dp = central``) or relies on the clients' shares of it
 (``dp = distributed``), counts the round against the budget
 (:class:`~.accountant.Budget`), and hands the totals to the method
@@ -53,7 +53,7 @@ import numpy as np
 
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import log
-from ..messages import EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
+from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
 from ..numerics import random_in_box
 from ..results import RunResult
 from . import secagg
@@ -63,9 +63,6 @@ from .mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
 
 if TYPE_CHECKING:
     from ..strategies import ClusteringStrategy
-
-#: Relative slack of the check that a client's sums respect the clipping radius.
-CLIP_SLACK = 1e-9
 
 
 @dataclass
@@ -293,7 +290,6 @@ class PrivateRounds:
     def __init__(self, strategy: ClusteringStrategy) -> None:
         options = strategy.options
         self.dp = options.dp
-        self.secure = options.secure_aggregation
         self.bounds = options.data_bounds
         self.clip = options.dp_clip
         self.budget: Budget | None = None
@@ -320,8 +316,7 @@ class PrivateRounds:
         if self.budget is not None:
             parts.append(f"dp = {self.dp}, noise multiplier {self.budget.noise_multiplier:.4g}, "
                          f"budget epsilon {self.budget.epsilon:g} at delta {self.budget.delta:g}")
-        if self.secure:
-            parts.append("secure aggregation")
+        parts.append("secure aggregation")
         return "; ".join(parts)
 
     # -- the start ------------------------------------------------------------------
@@ -371,27 +366,19 @@ class PrivateRounds:
         what = f"round {t}"
         inner = Request(strategy.sums_type, {**config, **strategy.sums_settings()},
                         np.ascontiguousarray(current))
-        if self.secure:
-            def client_noise(threshold: int) -> dict:
-                noise = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
-                return {CLIENT_NOISE_KEY: noise}
+        # Always over secure aggregation (check_privacy): the sum form, which under DP has no
+        # floor per cluster, never leaves a client unmasked.
+        def client_noise(threshold: int) -> dict:
+            noise = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
+            return {CLIENT_NOISE_KEY: noise}
 
-            fields = ("sums", "counts") if self.dp == "distributed" else ("sums", "counts", "sse", "n")
-            size = k * dim + k + (2 if len(fields) == 4 else 0)
-            vector, exchange = secure_sum(strategy, federation, nodes, inner, fields, size, what=what,
-                                          inner_config=client_noise, cost=self.cost)
-            sums = vector[:k * dim].reshape(k, dim)
-            counts = vector[k * dim:k * dim + k]
-            sse, n = (vector[-2], vector[-1]) if len(fields) == 4 else (math.nan, math.nan)
-        else:
-            exchange = strategy.exchange(
-                federation, inner.kind, nodes, inner.config,
-                lambda s: self._check_sums(s, k, dim, strategy.whole_counts),
-                centroids=inner.centroids, what=what)
-            summaries = exchange.in_content_order()
-            sums = np.sum([s.sums for s in summaries], axis=0)
-            counts = np.sum([s.counts for s in summaries], axis=0)
-            sse, n = float(sum(s.sse for s in summaries)), float(sum(s.n for s in summaries))
+        fields = ("sums", "counts") if self.dp == "distributed" else ("sums", "counts", "sse", "n")
+        size = k * dim + k + (2 if len(fields) == 4 else 0)
+        vector, exchange = secure_sum(strategy, federation, nodes, inner, fields, size, what=what,
+                                      inner_config=client_noise, cost=self.cost)
+        sums = vector[:k * dim].reshape(k, dim)
+        counts = vector[k * dim:k * dim + k]
+        sse, n = (vector[-2], vector[-1]) if len(fields) == 4 else (math.nan, math.nan)
         if self.dp == "central":
             sums, counts = add_noise(sums, counts, sigma, self.clipping.count_weight, self.noise_rng)
         if self.dp != "off":
@@ -400,20 +387,6 @@ class PrivateRounds:
         self.last_counts = counts
         target = centroids_from_totals(sums, counts, current, self.clipping)
         return Totals(sums, counts, sse, n, target), exchange, epsilon
-
-    def _check_sums(self, summary: ClientSummary, k: int, dim: int, whole_counts: bool
-                    ) -> ClientSummary:
-        """A client's sums reply, checked; under DP its sums must respect the clipping radius.
-
-        ``whole_counts``: the counts must be numbers of rows (false for fuzzy supports).
-        """
-        summary = validate_reply(summary, k=k, dim=dim, expect=("sums", "counts", "sse"),
-                                 whole_counts=whole_counts)
-        if self.clipping is not None:
-            norms = np.linalg.norm(summary.sums, axis=1)
-            if np.any(norms > summary.counts * self.clipping.radius * (1 + CLIP_SLACK) + 1e-12):
-                raise ProtocolError("'sums' exceed counts x the clipping radius: rows not clipped")
-        return summary
 
     # -- checkpoints ------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -503,8 +476,7 @@ class PrivateRounds:
             score = sse / n_points
             log(INFO, "restart %d: score %.6g over %d points (secure aggregation)", restart, score,
                 n_points)
-        if self.secure:
-            self.log_cost()
+        self.log_cost()
         result = RunResult(algorithm=strategy.algorithm, settings=dict(strategy.settings),
                            centroids=np.array(centroids, dtype=np.float64), counts=counts,
                            score=float(score), n_points=n_points, rounds=rounds,

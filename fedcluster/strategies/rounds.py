@@ -52,8 +52,6 @@ class RoundBasedStrategy(ClusteringStrategy):
     train_type: str = ""
     #: The kind of a private round's request: the method's step in sum form (one Lloyd step).
     sums_type: str = SUMS
-    #: Whether the sum form's counts are numbers of rows (whole); fuzzy supports are not.
-    whole_counts: bool = True
 
     def __init__(self, k: int | None = None, /, **settings) -> None:
         super().__init__(k, **settings)

@@ -72,7 +72,6 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
     Options = FFCMOptions
     train_type = FUZZY
     sums_type = FUZZY_SUMS
-    whole_counts = False
 
     @property
     def averaging(self) -> str:
