@@ -52,7 +52,10 @@ def simulate(
     notices, the strategy's list of settings and the clients' own log lines
     (whose rejections the server logs anyway) are hidden. ``run`` replaces
     what the ServerApp does (see :func:`fedcluster.server.app.build_server_app`);
-    its return value is returned.
+    its return value is returned. The run waits for all ``num_clients``
+    before its first request, whatever ``config.min_nodes`` says: Flower
+    starts the ServerApp while it is still registering the simulated nodes,
+    and a first request sent then would miss some of them.
 
     Raises
     ------
@@ -75,7 +78,8 @@ def simulate(
     try:
         with _quiet(not verbose):
             run_simulation(
-                server_app=build_server_app({**config.to_flower(), **data}, results.append, run),
+                server_app=build_server_app({**config.to_flower(), **data, "min-nodes": num_clients},
+                                            results.append, run),
                 client_app=build_client_app(data),
                 num_supernodes=num_clients,
                 backend_config=backend,

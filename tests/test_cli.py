@@ -114,6 +114,18 @@ def test_flower_simulation_survives_a_client_with_bad_data(tmp_path, flwr_log):
     assert "error reply (code 400): " in log and "client_001.npy: 1 non-finite value" in log
 
 
+@pytest.mark.slow
+def test_a_simulation_waits_for_every_simulated_client_before_its_first_request(tmp_path):
+    # Flower starts the ServerApp while it still registers the simulated nodes (a CI run once
+    # sent the first request to 3 of 4); the default min-nodes of 1 would not wait for them.
+    data = load_dataset("s1")
+    write_partitions(data.X, partition_indices(len(data.X), 4, "iid", seed=0), tmp_path / "parts")
+    config = RunConfig.from_mapping({"k": 15, "out-dir": str(tmp_path / "out")})
+    assert config.min_nodes == 1
+    seen = simulate(config, tmp_path / "parts", 4, run=lambda grid, cfg: cfg.min_nodes)
+    assert seen == 4
+
+
 def test_simulate_help_lists_every_method_with_its_paper_and_options(capsys):
     from fedcluster.methods import METHODS
 

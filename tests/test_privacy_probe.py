@@ -86,8 +86,9 @@ def federation_data():
 
 
 def settings(name: str, base: dict, start_file: str, out: str) -> dict:
+    # min-nodes: Flower starts the ServerApp while it still registers the simulated nodes.
     config = {"k": 15, "num-server-rounds": 3, "tol": 0.0, "seed": 3, "min-cluster-size": P,
-              "out-dir": out, **base}
+              "min-nodes": 6, "out-dir": out, **base}
     if config.get("init") == "START":
         config["init"] = start_file
     return config
@@ -178,7 +179,7 @@ def test_no_deepfeca_message_holds_a_row_or_the_features_of_a_row(tmp_path):
     probe.mkdir()
     config = RunConfig.from_mapping({"algorithm": "deepfeca", "k": 10, "num-server-rounds": 1,
                                      "image-shape": "1,8,8", "seed": 1, "min-cluster-size": P,
-                                     "out-dir": str(tmp_path / "out")})
+                                     "min-nodes": 3, "out-dir": str(tmp_path / "out")})
     strategy = build_strategy(config)
     results = []
 
