@@ -411,6 +411,7 @@ def test_new_node_ids_learn_their_sampling_keys_again(s1, tmp_path):
     """Resumed over clients with new node ids, a sampled run asks their bounds once (their keys)
     and then samples the same partitions as the uninterrupted run."""
     from fedcluster.messages import BOUNDS
+    from fedcluster.privacy.kinds import DIMENSION
 
     config = config_of("dwf", **{"clients-per-round": 2, "momentum": 0.3})
     parts = parts_of(s1, 5)
@@ -438,6 +439,7 @@ def test_new_node_ids_learn_their_sampling_keys_again(s1, tmp_path):
     point = resume_point(tmp_path / "cut", strategy, config.to_flower())
     resumed, federation = fit(3, tmp_path / "cut", resume=point)
     assert federation.asked[BOUNDS] == 1
+    assert DIMENSION not in federation.asked  # no old id is listed: nobody to wait for
     np.testing.assert_array_equal(resumed.centroids, whole.centroids)
     # The same partitions took part in each round (node ids differ between the runs).
     positions = [sorted(federation.ids.index(n) for n in r.participants)
@@ -445,6 +447,65 @@ def test_new_node_ids_learn_their_sampling_keys_again(s1, tmp_path):
     whole_ids = Renumbered(parts, 1).ids
     assert positions == [sorted(whole_ids.index(n) for n in r.participants)
                          for r in whole.history[3:]]
+
+
+# -- clients reconnecting after the coordinator's restart ------------------------------------------
+
+class InBackOff(InMemoryFederation):
+    """Clients still listed that answer errors to their first ``away[node]`` requests, as
+    SuperNodes in their retry back-off do while a SuperLink restarted on its database lists them."""
+
+    def __init__(self, parts, away):
+        super().__init__(parts)
+        self.away = dict(away)
+        self.asked: list[tuple[str, tuple[int, ...]]] = []
+
+    def ask(self, request, node_ids, timeout):
+        from fedcluster.federation.base import Answer
+
+        self.asked.append((request.kind, tuple(node_ids)))
+        gone = [node for node in node_ids if self.away.get(node, 0) > 0]
+        for node in gone:
+            self.away[node] -= 1
+        answers = super().ask(request, [n for n in node_ids if n not in gone], timeout)
+        return answers + [Answer(node, error="error reply (code 5): node unavailable")
+                          for node in gone]
+
+
+def resumed_over(federation, config, out):
+    strategy = build_strategy(config)
+    return strategy.fit(federation, resume=resume_point(out, strategy, config.to_flower()))
+
+
+def test_a_resumed_run_waits_for_the_clients_of_the_interrupted_run(s1, tmp_path):
+    """A client that answers errors to the first two requests after the restart is waited for:
+    it takes part in every resumed round and the result is the uninterrupted run's."""
+    from fedcluster.privacy.kinds import DIMENSION
+
+    config = config_of("dwf")
+    parts = parts_of(s1)
+    whole, writes = run(config, parts, out=tmp_path / "whole")
+    with pytest.raises(Interrupted):
+        run(config, parts, out=tmp_path / "cut", stop_after=writes.index((0, 3)) + 1)
+    federation = InBackOff(parts, {2: 2})
+    resumed = resumed_over(federation, config, tmp_path / "cut")
+    assert federation.asked[:3] == [(DIMENSION, (0, 1, 2, 3)), (DIMENSION, (2,)), (DIMENSION, (2,))]
+    assert all(kind != DIMENSION for kind, _ in federation.asked[3:])
+    assert_same_result(resumed, whole)
+
+
+def test_a_client_that_does_not_come_back_is_named_and_the_run_goes_on(s1, tmp_path, flwr_log):
+    from helpers import messages
+
+    config = config_of("dwf", **{"node-wait-timeout": 1.5})
+    parts = parts_of(s1)
+    with pytest.raises(Interrupted):
+        run(config, parts, out=tmp_path, stop_after=3)
+    resumed = resumed_over(InBackOff(parts, {2: 10**6}), config, tmp_path)
+    assert "resume: node(s) [2] did not answer within 1.5 s; going on without them" \
+        in messages(flwr_log)
+    after = [r for r in resumed.history if r.phase == "train" and r.round > 2]
+    assert after and all(r.participants == (0, 1, 3) for r in after), resumed.history
 
 
 # -- the command lines -----------------------------------------------------------------------------

@@ -6,10 +6,10 @@ a crash) as soon as the ServerApp's checkpoint says round 2 is done. Then:
 ``fedcluster submit`` of the interrupted run fails loudly, nothing of the
 SuperLink's process group (its SuperExec, the ``flwr-serverapp`` process)
 outlives it, the SuperNodes wait for the SuperLink instead of exiting, and
-once it is started again on the same database and every SuperNode has
-reconnected (by Flower's retries, under the id it had), ``fedcluster submit
---resume`` finishes the run with the uninterrupted run's centroids, bit for bit, and the
-same rounds and participants (the SuperNodes keep their node ids).
+once it is started again on the same database, ``fedcluster submit --resume``,
+submitted at once, waits for the SuperNodes to reconnect (by Flower's retries,
+under the ids they had) and finishes the run with the uninterrupted run's
+centroids, bit for bit, and the same rounds and participants.
 """
 
 from __future__ import annotations
@@ -75,11 +75,14 @@ def test_killed_superlink_resumes_to_the_uninterrupted_result(tmp_path):
         _, before = read_checkpoint(cut)
         assert 2 <= before.round < 6 and before.round >= at_kill.round, before
 
+        # Resumed at once: the SuperNodes are still in their retry back-off, and the resumed
+        # run waits until each has answered again (it would lose them otherwise).
         deployment.start_superlink()
-        deployment.wait_for_reconnection(timeout=180)
         done = deployment.submit("--resume", str(cut), "-c", run_config(), timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
         assert f"resuming at restart 0, after round {before.round}" in done.stdout, done.stdout
+        assert "resume: all 3 client(s) of the interrupted run answer" in done.stdout, done.stdout
+        print(*(line for line in done.stdout.splitlines() if "resum" in line), sep="\n")
 
     reference, resumed = read_model(whole / "model.pb"), read_model(cut / "model.pb")
     # First who took part: a round that lost a client explains any other difference.

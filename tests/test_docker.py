@@ -297,8 +297,9 @@ def container_state(container: str) -> tuple[bool, int]:
 def test_killed_superlink_container_resumes_the_run(image, tmp_path):
     """`docker kill` of the SuperLink after round 2 of 6: the job fails loudly, the SuperNode
     containers wait (neither exit nor restart), the SuperLink started again knows them (its
-    database volume), and the job with FEDCLUSTER_RESUME=1 ends with the uninterrupted run's
-    centroids, bit for bit, and the same participants."""
+    database volume), and the job with FEDCLUSTER_RESUME=1, started at once, waits for them to
+    reconnect and ends with the uninterrupted run's centroids, bit for bit, and the same
+    participants."""
     from fedcluster.server.checkpoint import read_checkpoint
 
     directory = copy_project(tmp_path / "project")
@@ -333,13 +334,15 @@ def test_killed_superlink_container_resumes_the_run(image, tmp_path):
         _, before = read_checkpoint(results)
         assert 2 <= before.round < 6, before
 
+        # Resumed at once: the resumed run waits until every SuperNode, still in its retry
+        # back-off, has reconnected and answered.
         project.compose("start", "superlink")
-        for i in (1, 2, 3):  # see LocalDeployment.wait_for_reconnection
-            project.wait_for_log(f"supernode-{i}", RECONNECTED, timeout=180)
         project.env["FEDCLUSTER_RESUME"] = "1"
         project.compose(*job)
         assert project.wait("job", timeout=600) == 0, project.logs()
         assert f"resuming at restart 0, after round {before.round}" in project.logs("job")
+        assert "resume: all 3 client(s) of the interrupted run answer" in project.logs("job")
+        assert all(RECONNECTED in project.container_logs(f"supernode-{i}") for i in (1, 2, 3))
         resumed = read_model(results / "model.pb")
         assert all(container_state(c) == (True, 0) for c in nodes), project.logs()
 

@@ -26,6 +26,7 @@ from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import DETAIL, log
 from ..messages import BOUNDS, EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
 from ..options import Options
+from ..privacy.kinds import DIMENSION
 from ..results import RoundRecord, RunResult
 from .progress import Progress, node_map, node_pairs, state_generator
 
@@ -151,6 +152,51 @@ class ClusteringStrategy:
             log(INFO, "Waiting for clients: %d connected, %d wanted", len(nodes), wanted)
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         return nodes
+
+    def await_reconnection(self, federation: Federation, history: Iterable[RoundRecord],
+                           restart: int) -> None:
+        """On resume, wait (bounded) until the clients of the interrupted restart answer again.
+
+        A SuperLink started again on its database lists the SuperNodes it
+        knew as connected for up to a minute after their last heartbeat,
+        while they are still in their retry back-off, and answers a message
+        to a node that is not back when that minute ends with an error: a
+        round sent at once could lose clients the uninterrupted run had. So
+        every node that took part in restart ``restart`` is asked for its
+        dimension (a reply that holds the number of features only), again
+        each second for those that have not answered, until all have or
+        ``node_wait_timeout`` has passed (then the run goes on without them,
+        naming them). Nothing is asked when none of them is listed: the
+        clients have new ids (a simulation, or a SuperLink that lost its
+        database).
+        """
+        known = sorted({node for record in history if record.restart == restart
+                        for node in record.participants})
+        if not set(known) & set(federation.node_ids()):
+            return
+        deadline = time.monotonic() + self.node_wait_timeout
+        waiting = known
+        told = False
+        while True:
+            listed = set(federation.node_ids())
+            ask = [node for node in waiting if node in listed]
+            if ask:
+                timeout = max(0.0, min(self.round_timeout, deadline - time.monotonic()))
+                back = {a.node for a in federation.ask(Request(DIMENSION, {}), ask, timeout)
+                        if a.summary is not None}
+                waiting = [node for node in waiting if node not in back]
+            if not waiting:
+                log(INFO, "resume: all %d client(s) of the interrupted run answer", len(known))
+                return
+            if time.monotonic() >= deadline:
+                log(WARNING, "resume: node(s) %s did not answer within %g s; going on without them",
+                    waiting, self.node_wait_timeout)
+                return
+            if not told:
+                log(INFO, "resume: waiting up to %g s for node(s) %s of the interrupted run to "
+                    "reconnect", self.node_wait_timeout, waiting)
+                told = True
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
     def sample_nodes(self, federation: Federation, rng: np.random.Generator) -> list[int]:
         """Draw this round's clients without replacement, reproducibly for a seed.
@@ -307,6 +353,7 @@ class ClusteringStrategy:
             self._scores = list(resume.scores)
             log(INFO, "resuming at restart %d, %s", first,
                 "before its first round" if resume.round is None else f"after round {resume.round}")
+            self.await_reconnection(federation, history, first)
             self.relearn_sampling_keys(federation)
         self._best = best
         for restart in range(first, self.n_init):

@@ -154,22 +154,6 @@ class LocalDeployment:
         wait_for_port(self.control_port, 60)
         return self.superlink
 
-    def wait_for_reconnection(self, timeout: float) -> None:
-        """Wait until every SuperNode's log says it reached the SuperLink again.
-
-        A SuperLink started on its database counts the SuperNodes online for
-        up to a minute after their last heartbeat, so a run submitted at once
-        would send its first round to nodes still in their retry backoff
-        (Flower's, up to ~15 s a try), and Flower answers the messages of a
-        node that is not back when its time runs out with an error reply.
-        """
-        deadline = time.monotonic() + timeout
-        logs = [self.workdir / f"supernode-{i}.log" for i in range(len(self.supernodes))]
-        while not all(RECONNECTED in log.read_text(errors="replace") for log in logs):
-            assert time.monotonic() < deadline, \
-                f"the SuperNodes did not reconnect within {timeout} s\n{self.logs()}"
-            time.sleep(0.5)
-
     def kill_superlink(self) -> int:
         """SIGKILL the SuperLink process alone, as a crash would; return its process group id.
 
