@@ -468,8 +468,8 @@ class InBackOff(InMemoryFederation):
         for node in gone:
             self.away[node] -= 1
         answers = super().ask(request, [n for n in node_ids if n not in gone], timeout)
-        return answers + [Answer(node, error="error reply (code 5): node unavailable")
-                          for node in gone]
+        return answers + [Answer(node, error="error reply (code 5): node unavailable",
+                                 unreachable=True) for node in gone]
 
 
 def resumed_over(federation, config, out):
@@ -492,6 +492,67 @@ def test_a_resumed_run_waits_for_the_clients_of_the_interrupted_run(s1, tmp_path
     assert federation.asked[:3] == [(DIMENSION, (0, 1, 2, 3)), (DIMENSION, (2,)), (DIMENSION, (2,))]
     assert all(kind != DIMENSION for kind, _ in federation.asked[3:])
     assert_same_result(resumed, whole)
+
+
+def test_over_flower_messages_a_node_the_superlink_answers_for_is_waited_for(s1, tmp_path):
+    """Flower's own Node Unavailable reply (the SuperLink's, for a lapsed heartbeat) marks the
+    node unreachable, a ClientApp's error does not; the resumed run waits for the node."""
+    from fedcluster.client.app import build_client_app
+    from fedcluster.federation.flower import FlowerFederation
+    from fedcluster.messages import Request
+    from fedcluster.privacy.kinds import DIMENSION
+    from harness.inprocess import InProcessGrid
+    from helpers import save_parts
+
+    config = config_of("dwf")
+    grid = InProcessGrid(build_client_app(), save_parts(tmp_path / "parts", parts_of(s1)))
+    federation = FlowerFederation(grid)
+    lapsed, other = grid.node_ids[2], grid.node_ids[0]
+    grid.heartbeat_lost[lapsed] = 1
+    unavailable, = federation.ask(Request(DIMENSION, {}), [lapsed], 1.0)
+    assert unavailable.unreachable and "error reply (code 5)" in unavailable.error
+    raised, = federation.ask(Request("query.no_such_kind", {}), [other], 1.0)
+    assert raised.error and not raised.unreachable
+
+    whole = build_strategy(config).fit(federation)
+    strategy = build_strategy(config)
+    writer = CheckpointWriter(tmp_path / "cut", strategy.settings, config.to_flower())
+    written = []
+
+    def checkpoint(progress):
+        writer(progress)
+        written.append(progress)
+        if len(written) == 3:
+            raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        strategy.fit(federation, checkpoint=checkpoint)
+    grid.heartbeat_lost[lapsed] = 2
+    resumed = resumed_over(federation, config, tmp_path / "cut")
+    assert grid.heartbeat_lost[lapsed] == 0
+    assert_same_result(resumed, whole)
+
+
+def test_a_client_that_is_back_but_fails_is_not_waited_for(s1, tmp_path, flwr_log):
+    """Its own error reply shows it is back: asked once, then rejected by the round, by name."""
+    from fedcluster.privacy.kinds import DIMENSION
+    from helpers import messages
+
+    def broken(X, request, node_config):
+        raise OSError("data file unreadable")
+
+    config = config_of("dwf")
+    parts = parts_of(s1)
+    with pytest.raises(Interrupted):
+        run(config, parts, out=tmp_path, stop_after=3)
+    federation = InBackOff(parts, {})
+    federation.responders[2] = broken
+    resumed = resumed_over(federation, config, tmp_path)
+    assert [asked for asked in federation.asked if asked[0] == DIMENSION] == \
+        [(DIMENSION, (0, 1, 2, 3))]
+    assert "round 3: rejected node 2: error reply" in messages(flwr_log)
+    after = [r for r in resumed.history if r.phase == "train" and r.round > 2]
+    assert after and all(r.participants == (0, 1, 3) for r in after), resumed.history
 
 
 def test_a_client_that_does_not_come_back_is_named_and_the_run_goes_on(s1, tmp_path, flwr_log):

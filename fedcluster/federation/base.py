@@ -44,12 +44,17 @@ class Answer:
     sampling_key : int or None
         The stable position the client declared (a simulated client's
         partition id), by which the server orders its clients for sampling.
+    unreachable : bool
+        The error is the transport's, not the client's: the request did not
+        reach it (Flower's SuperLink answers for a node that stopped sending
+        heartbeats).
     """
 
     node: int
     summary: ClientSummary | None = None
     error: str | None = None
     sampling_key: int | None = None
+    unreachable: bool = False
 
 
 class Federation(Protocol):

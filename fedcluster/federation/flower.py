@@ -64,7 +64,9 @@ class FlowerFederation:
 
 def _answer(node: int, reply: Message) -> Answer:
     if reply.has_error():
-        return Answer(node, error=f"error reply (code {reply.error.code}): {reply.error.reason}")
+        # An error the SuperLink made in the node's place (Node Unavailable) comes from its own id.
+        return Answer(node, error=f"error reply (code {reply.error.code}): {reply.error.reason}",
+                      unreachable=reply.metadata.src_node_id != node)
     key = reply_sampling_key(reply.content)
     try:
         return Answer(node, summary=decode_reply(reply.content), sampling_key=key)

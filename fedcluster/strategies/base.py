@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from logging import INFO, WARNING
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -153,8 +153,7 @@ class ClusteringStrategy:
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         return nodes
 
-    def await_reconnection(self, federation: Federation, history: Iterable[RoundRecord],
-                           restart: int) -> None:
+    def await_reconnection(self, federation: Federation, history: Sequence[RoundRecord]) -> None:
         """On resume, wait (bounded) until the clients of the interrupted restart answer again.
 
         A SuperLink started again on its database lists the SuperNodes it
@@ -162,15 +161,18 @@ class ClusteringStrategy:
         while they are still in their retry back-off, and answers a message
         to a node that is not back when that minute ends with an error: a
         round sent at once could lose clients the uninterrupted run had. So
-        every node that took part in restart ``restart`` is asked for its
-        dimension (a reply that holds the number of features only), again
-        each second for those that have not answered, until all have or
-        ``node_wait_timeout`` has passed (then the run goes on without them,
-        naming them). Nothing is asked when none of them is listed: the
-        clients have new ids (a simulation, or a SuperLink that lost its
+        every node that took part in the history's last restart is asked for
+        its dimension (a reply that holds the number of features only), again
+        each second for those the request did not reach, until each has
+        answered or ``node_wait_timeout`` has passed (then the run goes on
+        without them, naming them). An error reply of the client's own counts
+        as an answer: the client is back, and the next request rejects it
+        with its reason. Nothing is asked when none of those nodes is listed:
+        the clients have new ids (a simulation, or a SuperLink that lost its
         database).
         """
-        known = sorted({node for record in history if record.restart == restart
+        last = history[-1].restart if history else None
+        known = sorted({node for record in history if record.restart == last
                         for node in record.participants})
         if not set(known) & set(federation.node_ids()):
             return
@@ -183,7 +185,7 @@ class ClusteringStrategy:
             if ask:
                 timeout = max(0.0, min(self.round_timeout, deadline - time.monotonic()))
                 back = {a.node for a in federation.ask(Request(DIMENSION, {}), ask, timeout)
-                        if a.summary is not None}
+                        if not a.unreachable}
                 waiting = [node for node in waiting if node not in back]
             if not waiting:
                 log(INFO, "resume: all %d client(s) of the interrupted run answer", len(known))
@@ -353,7 +355,7 @@ class ClusteringStrategy:
             self._scores = list(resume.scores)
             log(INFO, "resuming at restart %d, %s", first,
                 "before its first round" if resume.round is None else f"after round {resume.round}")
-            self.await_reconnection(federation, history, first)
+            self.await_reconnection(federation, history)
             self.relearn_sampling_keys(federation)
         self._best = best
         for restart in range(first, self.n_init):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.server.superlink.linkstate.utils import create_message_error_unavailable_res_message
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 from flwr.serverapp import Grid
@@ -79,6 +80,9 @@ class InProcessGrid(Grid):
             for node, cfg in zip(self.node_ids, node_configs)
         }
         self.unreachable: set[int] = set()
+        #: Node -> how many more of its messages the SuperLink answers in its place with
+        #: Flower's Node Unavailable error (its heartbeat lapsed; it is still listed).
+        self.heartbeat_lost: dict[int, int] = {}
         self._replies: dict[str, Message] = {}
 
     def set_run(self, run: Run) -> None:
@@ -109,6 +113,11 @@ class InProcessGrid(Grid):
             if node not in self._contexts:
                 raise ValueError(f"no node with id {node}")
             if node in self.unreachable:
+                continue
+            if self.heartbeat_lost.get(node, 0) > 0:
+                self.heartbeat_lost[node] -= 1
+                self._replies[msg.metadata.message_id] = \
+                    create_message_error_unavailable_res_message(msg.metadata, "node_unavail")
                 continue
             try:
                 reply = self.client_app(msg, self._contexts[node])
