@@ -280,6 +280,13 @@ TABLE: tuple[Entry, ...] = (
           "exported to every later command of the deployment test", role="export"),
     Entry(r"^Deployment", r"fedcluster partition .*", DEPLOY_TEST,
           "exit 0; one file per client, each SuperNode reads its own", role="step"),
+    Entry(r"^Deployment", r"deploy/make-certs\.sh", DEPLOY_TEST,
+          "exit 0; the CA and the SuperLink's certificate that the later commands use", role="step"),
+    Entry(r"^Deployment", r"for n in .* do deploy/make-node-key\.sh .*; done", DEPLOY_TEST,
+          "exit 0; one key pair per SuperNode", role="step"),
+    Entry(r"^Deployment", r"for n in .* do flwr supernode register .*; done", DEPLOY_TEST,
+          "exit 0 once the SuperLink listens; each SuperNode's key registered over TLS",
+          role="step"),
     Entry(r"^Deployment", r"flower-superlink .*", DEPLOY_TEST,
           "starts; Fleet and Control ports listen (Fleet bound to 127.0.0.1 in the test)",
           role="superlink"),
@@ -290,7 +297,7 @@ TABLE: tuple[Entry, ...] = (
           role="supernode"),
     Entry(r"^Deployment", r'mkdir -p "?(~|\$\{FLWR_HOME:-\$HOME/\.flwr\}|\$HOME)[^ ]*', DEPLOY_TEST,
           "makes the Flower home (HOME and FLWR_HOME are temporary directories)", role="step"),
-    Entry(r"^Deployment", r"""cat >> "?\S*/config\.toml"? <<'EOF'""", DEPLOY_TEST,
+    Entry(r"^Deployment", r"""cat >> "?\S*/config\.toml"? <<'?EOF'?""", DEPLOY_TEST,
           "appends the connection to the Flower home's config.toml (FLWR_HOME = $HOME/.flwr, "
           "both temporary)", role="step"),
     Entry(r"^Deployment", r"(flwr run \. local-deployment --stream|fedcluster submit) .*", DEPLOY_TEST,
@@ -413,6 +420,23 @@ def test_readme_claims_are_where_the_tests_look():
         assert claim_values(claim) is not None, \
             f"README.md no longer states the {claim.name} figures as {claim.pattern!r}: update CLAIMS"
         assert any(c.text == claim.command for c in COMMANDS), claim
+
+
+def test_the_deployment_recipe_is_secure_by_default():
+    """TLS and registered SuperNodes only; ``--insecure`` only where the README says one machine."""
+    deployment = [c for c in COMMANDS if c.section.startswith("Deployment")]
+    superlink = [c.text for c in deployment if c.text.startswith("flower-superlink")]
+    supernodes = [c.text for c in deployment if c.text.startswith("flower-supernode")]
+    assert superlink and supernodes
+    assert all("--insecure" not in c.text and "insecure = true" not in c.script for c in deployment)
+    for flag in ("--ssl-certfile", "--ssl-keyfile", "--ssl-ca-certfile", "--enable-supernode-auth"):
+        assert all(flag in text for text in superlink), flag
+    assert all("--root-certificates" in t and "--auth-supernode-private-key" in t for t in supernodes)
+    text = README.read_text(encoding="utf-8")
+    for match in re.finditer(r"--insecure", text):
+        section = text.rfind("\n#", 0, match.start())
+        heading = text[section:text.index("\n", section + 1)]
+        assert "single trusted machine" in heading, heading
 
 
 def test_install_commands_name_this_project():
@@ -808,6 +832,9 @@ def test_deployment_section(tmp_path):
     work.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, work / name)
+    # The recipe makes its certificates and keys with the project's scripts.
+    shutil.copytree(REPO / "deploy", work / "deploy", ignore=shutil.ignore_patterns(
+        "certs", "keys", "demo-data", "wheels"))
     env = user_env(tmp_path / "home")
     services: list[tuple[str, subprocess.Popen]] = []
 
