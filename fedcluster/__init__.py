@@ -3,11 +3,31 @@
 Each data owner computes on its own rows and sends only centroids, counts and
 similar summaries; the server aggregates them with the method of one of the
 papers this project implements.
+
+The public names are imported on first use: ``import fedcluster.numerics``
+(or the ClientApp) must not pay for the estimator, every method and SciPy.
 """
 
-__version__ = "0.2.0"
+from __future__ import annotations
 
-from .estimator import FederatedKMeans  # noqa: E402 - results record __version__
-from .selection import select_k  # noqa: E402
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .estimator import FederatedKMeans
+    from .selection import select_k
+
+#: Public name -> the module that defines it.
+_LAZY = {"FederatedKMeans": ".estimator", "select_k": ".selection"}
 
 __all__ = ["FederatedKMeans", "__version__", "select_k"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

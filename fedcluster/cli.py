@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, get_args, get_origin
 
-from . import __version__
+from ._version import __version__
 from .config import ConfigError, RunConfig
 from .methods import COMMON_OPTIONS, METHODS
 from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-import fedcluster
+from ._version import __version__
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -148,7 +148,7 @@ class RunResult:
     best_restart: int
     history: list[RoundRecord] = field(default_factory=list)
     created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    version: str = fedcluster.__version__
+    version: str = __version__
     shift: np.ndarray | None = None
     scale: np.ndarray | None = None
     stop_reason: str = ""

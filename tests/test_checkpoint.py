@@ -192,7 +192,7 @@ def test_waiting_settings_may_change_on_resume(written):
 
 def test_another_fedcluster_version_is_refused(written, monkeypatch):
     config, path = written
-    monkeypatch.setattr(fedcluster, "__version__", "99.0")
+    monkeypatch.setattr(fedcluster._version, "__version__", "99.0")
     with pytest.raises(CheckpointError, match=r"written by fedcluster .*, this is 99.0"):
         resume_point(path, build_strategy(config), config.to_flower())
 

@@ -81,3 +81,33 @@ def test_fedcluster_and_every_other_method_load_no_torch():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_numerical_kernels_load_only_themselves():
+    """``import fedcluster.numerics`` (every client's kernels) loads no method, client or privacy module.
+
+    The package's public names are imported on first use and ``__version__``
+    lives in a leaf module, so the ground floor pays for nothing above it.
+    """
+    script = ("import sys\nimport fedcluster.numerics\n"
+              "print('\\n'.join(sorted(m for m in sys.modules if m.split('.')[0] == 'fedcluster')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.split()
+    assert len(loaded) <= 20, loaded
+    assert all(m in ("fedcluster", "fedcluster._version") or m.startswith("fedcluster.numerics")
+               for m in loaded), loaded
+
+
+def test_the_package_names_its_public_api_lazily():
+    import fedcluster
+
+    assert fedcluster.FederatedKMeans.__name__ == "FederatedKMeans"
+    assert callable(fedcluster.select_k)
+    try:
+        fedcluster.no_such_name  # noqa: B018 - the attribute access is the test
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("an unknown attribute must raise AttributeError")

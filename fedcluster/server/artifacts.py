@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
-import fedcluster
+from .. import _version
 from fedcluster.data.atomic import atomic_write
 from fedcluster.proto import cluster_model_pb2 as pb
 from fedcluster.results import PHASES, ArtifactError, RoundRecord, RunResult, SettingScalar
@@ -422,7 +422,7 @@ def decode_model(data: bytes, *, source: str = "model file") -> RunResult:
             raise ArtifactError(f"{damaged}: no format version (cut short?)")
         raise ArtifactError(
             f"{source}: model file format version {envelope.format_version}, which this "
-            f"fedcluster ({fedcluster.__version__}) cannot read (it reads versions "
+            f"fedcluster ({_version.__version__}) cannot read (it reads versions "
             f"{MODEL_FORMAT_VERSION} and {STANDARDIZED_FORMAT_VERSION}): written by a newer "
             f"fedcluster, or damaged"
         )
@@ -483,7 +483,7 @@ def _not_a_model(data: bytes, source: str) -> str:
         return (
             f"{source}: written by an older fedcluster ({legacy.fedcluster_version}), in the "
             f"model format without a format version or checksum, which this fedcluster "
-            f"({fedcluster.__version__}) does not read; re-run the training to write the model "
+            f"({_version.__version__}) does not read; re-run the training to write the model "
             f"again, or convert the file once, trusting its content, with "
             f"`python -m fedcluster.server.artifacts upgrade {shlex.quote(source)}`"
         )

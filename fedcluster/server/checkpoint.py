@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-import fedcluster
+from .. import _version
 from fedcluster.data.atomic import atomic_write
 from fedcluster.results import RoundRecord
 from fedcluster.server.artifacts import decode_model, encode_model
@@ -132,7 +132,7 @@ def encode_checkpoint(progress: Progress, settings: Mapping[str, Any], data: Map
     if best is not None:
         best = base64.b64encode(encode_model(best)).decode("ascii")
     body = {
-        "fedcluster-version": fedcluster.__version__,
+        "fedcluster-version": _version.__version__,
         "created": datetime.now(timezone.utc).isoformat(),
         "algorithm": str(settings["algorithm"]),
         "settings": encode_value(dict(settings)),
@@ -205,7 +205,7 @@ def decode_checkpoint(data: bytes, *, source: str = "checkpoint") -> dict[str, A
     version = envelope.get("format-version")
     if version != CHECKPOINT_FORMAT_VERSION:
         raise CheckpointError(f"{source}: checkpoint format version {version!r}; this fedcluster "
-                              f"({fedcluster.__version__}) reads version {CHECKPOINT_FORMAT_VERSION}")
+                              f"({_version.__version__}) reads version {CHECKPOINT_FORMAT_VERSION}")
     body = envelope.get("body")
     if not isinstance(body, dict):
         raise CheckpointError(f"{source}: damaged checkpoint: no body")
@@ -297,10 +297,10 @@ def check_same_run(body: Mapping[str, Any], settings: Mapping[str, Any],
     CheckpointError
         Naming each differing setting with the checkpoint's value and this run's.
     """
-    if body["fedcluster-version"] != fedcluster.__version__:
+    if body["fedcluster-version"] != _version.__version__:
         raise CheckpointError(
             f"{source}: written by fedcluster {body['fedcluster-version']}, this is "
-            f"{fedcluster.__version__}: a run resumes only with the version that began it (its "
+            f"{_version.__version__}: a run resumes only with the version that began it (its "
             f"numerics may differ); finish it with that version or start a new run")
     stored = {**body["settings"], **{f"data:{k}": v for k, v in body["data"].items()}}
     current = {**dict(settings), **{f"data:{k}": data.get(k) for k in DATA_KEYS}}
