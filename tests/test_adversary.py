@@ -1,0 +1,204 @@
+"""Red team: one dishonest participant of secure aggregation (issue 22).
+
+Each attack goes through the real protocol: the real ClientApp answers real
+Flower messages (``InProcessGrid``, Flower-like uint64 node ids; one test in a
+Ray simulation), and a client mod lets the node whose ``node_config`` says
+``hostile`` tamper with its own replies after the app made them. Each test
+asserts whom the log names, that no honest client is rejected, and the
+outcome: the run fails with one line naming the failure, or its result is
+the honest run's without the liar. Never a finished run with a garbage model.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import pytest
+from flwr.app import ConfigRecord
+from helpers import messages, save_parts
+
+from fedcluster.client.app import build_client_app
+from fedcluster.config import RunConfig
+from fedcluster.data import load_dataset, partition_indices
+from fedcluster.federation.base import RunFailed
+from fedcluster.federation.flower import FlowerFederation
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.methods import build_strategy
+from fedcluster.privacy import secagg
+from fedcluster.protocol import PAYLOAD_KEY
+from harness.inprocess import InProcessGrid, flower_like_node_ids
+
+CLIENTS = 5
+BOUNDS = "0:1e6"
+
+
+def tamper(mode: str, payload: dict, seen: dict) -> dict:
+    """The reply payload of a hostile client in ``mode``; ``seen`` keeps the last honest key."""
+    payload = dict(payload)
+    if mode == "masked-random" and "masked" in payload:
+        payload["masked"] = os.urandom(len(payload["masked"]))
+    elif mode == "masked-zeros" and "masked" in payload:
+        payload["masked"] = bytes(len(payload["masked"]))
+    elif mode == "shares-random" and "shares" in payload:
+        # Each share keeps its index byte (the server checks it): only its polynomial is wrong.
+        payload["shares"] = [s[:1] + os.urandom(len(s) - 1) for s in payload["shares"]]
+    elif mode == "ct-garbage" and "ct" in payload:
+        payload["ct"] = [os.urandom(len(c)) for c in payload["ct"]]
+    elif mode == "pk-copy" and "pk1" in payload and "pk1" in seen:
+        payload["pk1"] = seen["pk1"]
+    return payload
+
+
+def hostile_mod(seen: dict | None = None):
+    """A client mod: the node whose node_config names a ``hostile`` mode tampers with its replies.
+
+    In a simulation (no ``hostile`` in the node config) the node of
+    ``partition-id`` 0 is hostile in the mode of the environment variable
+    ``FEDCLUSTER_TEST_HOSTILE`` (Ray's workers inherit it).
+    """
+    seen = {} if seen is None else seen
+
+    def mod(msg, context, call_next):
+        reply = call_next(msg, context)
+        mode = context.node_config.get("hostile", "")
+        if not mode and context.node_config.get("partition-id") == 0:
+            mode = os.environ.get("FEDCLUSTER_TEST_HOSTILE", "")
+        if reply.has_error() or PAYLOAD_KEY not in reply.content.config_records:
+            return reply
+        payload = dict(reply.content.config_records[PAYLOAD_KEY])
+        if not mode:
+            if "pk1" in payload:
+                seen["pk1"] = payload["pk1"]
+            return reply
+        reply.content[PAYLOAD_KEY] = ConfigRecord(tamper(mode, payload, seen))
+        return reply
+
+    return mod
+
+
+@pytest.fixture(scope="module")
+def s1_five(tmp_path_factory):
+    """S1 split in 5 (IID), the parts and their node configs (.npy files), and a start."""
+    X = load_dataset("s1").X
+    parts = [X[i] for i in partition_indices(len(X), CLIENTS, "iid", seed=0)]
+    configs = save_parts(tmp_path_factory.mktemp("parts"), parts)
+    start = tmp_path_factory.mktemp("start") / "start.npy"
+    np.save(start, X[np.random.default_rng(5).choice(len(X), 15, replace=False)] + 0.5)
+    return parts, configs, str(start)
+
+
+def settings(start: str, **extra) -> RunConfig:
+    """dwf, k 15, 3 rounds, tol 0; DP runs start uniformly in the bounds (no data used)."""
+    init = {"init": "random"} if "dp" in extra else {"init": start}
+    return RunConfig.from_mapping({"algorithm": "dwf", "k": 15, "seed": 1, "data-bounds": BOUNDS,
+                                   "num-server-rounds": 3, "tol": 0.0, "secure-aggregation": True,
+                                   **init, **extra})
+
+
+def hostile_grid(configs, mode: str, last: bool = False) -> tuple[InProcessGrid, int]:
+    """An in-process grid of the real ClientApp with one hostile node: the first, or the one
+    of the largest id (asked last, so it can copy a key sent before its own)."""
+    ids = flower_like_node_ids(len(configs), 0)  # the ids InProcessGrid draws (seed 0)
+    which = int(np.argmax(ids)) if last else 0
+    configs = [{**c, "hostile": mode} if i == which else dict(c) for i, c in enumerate(configs)]
+    grid = InProcessGrid(build_client_app(mods=[hostile_mod()]), configs)
+    assert grid.node_ids == ids
+    return grid, ids[which]
+
+
+def rejected(records) -> dict[str, str]:
+    """Node -> reason of every 'rejected node' line of the log."""
+    found = {}
+    for r in records:
+        text = r.getMessage()
+        if "rejected node " in text:
+            node, reason = text.split("rejected node ", 1)[1].split(": ", 1)
+            found[node] = reason
+    return found
+
+
+def honest(parts, start, keep):
+    """The plain run (in memory, no secure aggregation) over the parts ``keep``."""
+    mapping = {"algorithm": "dwf", "k": 15, "seed": 1, "data-bounds": BOUNDS, "num-server-rounds": 3,
+               "tol": 0.0, "init": start}
+    return build_strategy(RunConfig.from_mapping(mapping)).fit(
+        InMemoryFederation([parts[i] for i in keep]))
+
+
+# -- a garbage masked vector: the total's check stops the round -------------------------------
+@pytest.mark.parametrize("dp", ["off", "central", "distributed"])
+@pytest.mark.parametrize("mode", ["masked-random", "masked-zeros"])
+def test_a_garbage_masked_vector_fails_the_round_by_its_total(s1_five, flwr_log, mode, dp):
+    parts, configs, start = s1_five
+    grid, liar = hostile_grid(configs, mode)
+    extra = {} if dp == "off" else {"dp": dp, "dp-epsilon": 1.0}
+    with pytest.raises(RunFailed) as failure:
+        build_strategy(settings(start, **extra)).fit(FlowerFederation(grid))
+    text = str(failure.value)
+    assert "\n" not in text
+    assert text.startswith("round 1: secure aggregation: the secure total failed its check: ")
+    assert "secure aggregation cannot tell whose" in text
+    assert f"participants: node(s) {', '.join(map(str, sorted(grid.node_ids)))})" in text
+    assert str(liar) in text
+    assert rejected(flwr_log) == {}  # no one named in the clear: it cannot be told who
+
+
+# -- random unmasking shares: outvoted by the others, named, the total right -------------------
+@pytest.mark.parametrize("dp", ["off", "central", "distributed"])
+def test_random_unmasking_shares_are_outvoted_and_their_sender_named(s1_five, flwr_log, dp):
+    """5 clients, threshold 3: each secret has 5 shares, 4 of them honest (more than
+    (5 + 3 - 1) / 2): the majority's polynomial is used and the liar is named. Its own
+    vector is honest here, so the total is every client's."""
+    parts, configs, start = s1_five
+    grid, liar = hostile_grid(configs, "shares-random")
+    extra = {} if dp == "off" else {"dp": dp, "dp-epsilon": 1.0}
+    result = build_strategy(settings(start, **extra)).fit(FlowerFederation(grid))
+    named = rejected(flwr_log)
+    assert set(named) == {str(liar)}
+    assert named[str(liar)] == ("query.secagg_unmask: sent unmasking shares that disagree with "
+                                "the others' (its own masked vector stays in the total)")
+    assert np.all((result.centroids >= 0) & (result.centroids <= 1e6))
+    if dp == "off":
+        plain = honest(parts, start, range(CLIENTS))
+        np.testing.assert_allclose(result.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
+        assert result.n_points == 5000 and np.array_equal(result.counts, plain.counts)
+    elif dp == "central":  # the same noise as the honest run of the same seed
+        clean, _ = hostile_grid(configs, "")
+        twin = build_strategy(settings(start, **extra)).fit(FlowerFederation(clean))
+        np.testing.assert_allclose(result.centroids, twin.centroids, rtol=1e-9, atol=1e-5)
+    else:  # each client's own noise: the noisy counts still add up to about the 5000 rows
+        assert abs(result.n_points - 5000) < 300
+
+
+# -- unreadable key shares: the receivers name the sender, the rest go on ----------------------
+def test_garbage_key_share_ciphertexts_get_their_sender_named_and_left_out(s1_five, flwr_log):
+    parts, configs, start = s1_five
+    grid, liar = hostile_grid(configs, "ct-garbage")
+    result = build_strategy(settings(start)).fit(FlowerFederation(grid))
+    log = messages(flwr_log)
+    assert set(rejected(flwr_log)) == {str(liar)}
+    assert f"node {liar}: its encrypted key shares could not be read by 4 receiver(s)" in log
+    # Each aggregation (3 rounds and the score) starts once again without it.
+    assert log.count(f"secure aggregation starts again without node(s) {liar}") == 4
+    plain = honest(parts, start, [i for i, n in enumerate(grid.node_ids) if n != liar])
+    np.testing.assert_allclose(result.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
+    assert result.n_points == 4000 and np.array_equal(result.counts, plain.counts)
+
+
+# -- a copied public key: both senders left out, the rest go on --------------------------------
+def test_a_copied_public_key_leaves_both_its_senders_out(s1_five, flwr_log):
+    parts, configs, start = s1_five
+    grid, liar = hostile_grid(configs, "pk-copy", last=True)
+    victim = sorted(grid.node_ids)[-2]  # asked just before the liar: the key it copies
+    result = build_strategy(settings(start)).fit(FlowerFederation(grid))
+    named = rejected(flwr_log)
+    assert set(named) == {str(liar), str(victim)}
+    assert named[str(liar)] == (f"query.secagg_setup: sent a public key that node(s) {victim} "
+                                "also sent; every sender of a clashing key is left out of this "
+                                "aggregation")
+    keep = [i for i, n in enumerate(grid.node_ids) if n not in (liar, victim)]
+    plain = honest(parts, start, keep)
+    np.testing.assert_allclose(result.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
+    assert result.n_points == 3000
