@@ -11,8 +11,8 @@ the honest run's without the liar. Never a finished run with a garbage model.
 
 from __future__ import annotations
 
-import logging
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +26,10 @@ from fedcluster.federation.base import RunFailed
 from fedcluster.federation.flower import FlowerFederation
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods import build_strategy
+from fedcluster.messages import ProtocolError
 from fedcluster.privacy import secagg
-from fedcluster.protocol import PAYLOAD_KEY
+from fedcluster.privacy.checks import TotalCheck
+from fedcluster.protocol import CONFIG_KEY, PAYLOAD_KEY
 from harness.inprocess import InProcessGrid, flower_like_node_ids
 
 CLIENTS = 5
@@ -51,20 +53,22 @@ def tamper(mode: str, payload: dict, seen: dict) -> dict:
     return payload
 
 
-def hostile_mod(seen: dict | None = None):
+def hostile_mod(seen: dict | None = None, mode_file: str | None = None):
     """A client mod: the node whose node_config names a ``hostile`` mode tampers with its replies.
 
-    In a simulation (no ``hostile`` in the node config) the node of
-    ``partition-id`` 0 is hostile in the mode of the environment variable
-    ``FEDCLUSTER_TEST_HOSTILE`` (Ray's workers inherit it).
+    In a Ray simulation (no ``hostile`` in the node config) the node of
+    ``partition-id`` 0 is hostile in the mode written in ``mode_file`` (read
+    at each message, so a server can change it between runs; Ray's workers
+    share this machine's files). ``seen`` keeps the last honest public key
+    (in this process) for ``pk-copy``.
     """
     seen = {} if seen is None else seen
 
     def mod(msg, context, call_next):
         reply = call_next(msg, context)
         mode = context.node_config.get("hostile", "")
-        if not mode and context.node_config.get("partition-id") == 0:
-            mode = os.environ.get("FEDCLUSTER_TEST_HOSTILE", "")
+        if not mode and mode_file and context.node_config.get("partition-id") == 0:
+            mode = Path(mode_file).read_text()
         if reply.has_error() or PAYLOAD_KEY not in reply.content.config_records:
             return reply
         payload = dict(reply.content.config_records[PAYLOAD_KEY])
@@ -72,6 +76,11 @@ def hostile_mod(seen: dict | None = None):
             if "pk1" in payload:
                 seen["pk1"] = payload["pk1"]
             return reply
+        if mode.startswith("accuse") and "masked" in payload:
+            # Claim unreadable shares instead of sending the vector: all senders, or one.
+            sources = secagg.node_list(msg.content.config_records[CONFIG_KEY]["src"])
+            named = sources if mode == "accuse-all" else sources[:1]
+            payload = {secagg.UNREADABLE: secagg.node_bytes(named)}
         reply.content[PAYLOAD_KEY] = ConfigRecord(tamper(mode, payload, seen))
         return reply
 
@@ -202,3 +211,78 @@ def test_a_copied_public_key_leaves_both_its_senders_out(s1_five, flwr_log):
     plain = honest(parts, start, keep)
     np.testing.assert_allclose(result.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
     assert result.n_points == 3000
+
+
+# -- false accusations: a liar accusing many is the suspect; one accusation costs its target ----
+def test_a_receiver_accusing_more_than_half_its_neighbours_is_taken_for_the_suspect(s1_five,
+                                                                                    flwr_log):
+    parts, configs, start = s1_five
+    grid, liar = hostile_grid(configs, "accuse-all")
+    result = build_strategy(settings(start)).fit(FlowerFederation(grid))
+    named = rejected(flwr_log)
+    assert set(named) == {str(liar)}
+    assert named[str(liar)].startswith("query.secagg_masked: accused 4 of its 4 neighbours")
+    assert named[str(liar)].endswith("more than half, so it is taken for the suspect")
+    plain = honest(parts, start, [i for i, n in enumerate(grid.node_ids) if n != liar])
+    np.testing.assert_allclose(result.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
+    assert result.n_points == 4000
+
+
+def test_false_accusations_cost_the_accused_and_the_log_names_the_accuser_each_time(
+        s1_five, flwr_log):
+    """The server cannot tell who lies without revealing keys: each accused honest client is
+    left out of the try it is accused in, and the log names both sides. A receiver that
+    accuses one new neighbour in every try (never more than half of them) makes the round
+    fail after the 2 restarts, with its name in every accusation."""
+    parts, configs, start = s1_five
+    grid, liar = hostile_grid(configs, "accuse-one")
+    with pytest.raises(RunFailed, match=r"^round 1: secure aggregation: key shares still "
+                                        r"unreadable after 2 restarts: node \d+: its encrypted "
+                                        rf"key shares could not be read by 1 receiver\(s\) "
+                                        rf"\(node\(s\) {liar}; "):
+        build_strategy(settings(start)).fit(FlowerFederation(grid))
+    named = rejected(flwr_log)
+    assert str(liar) not in named and len(named) == 3
+    for reason in named.values():
+        assert reason == (f"query.secagg_masked: its encrypted key shares could not be read by 1 "
+                          f"receiver(s) (node(s) {liar}; the server cannot tell which side lies)")
+
+
+# -- the pieces: Shamir decoding, the total's rules -------------------------------------------
+def test_every_share_is_checked_and_a_majority_polynomial_outvotes_wrong_ones():
+    secret = os.urandom(32)
+    shares = list(enumerate(secagg.split_secret(secret, 3, 5), start=100))
+    wrong = [(s, b[:1] + os.urandom(len(b) - 1)) if s == 100 else (s, b) for s, b in shares]
+    assert secagg.rebuild_secret(shares, 3) == (secret, [])
+    assert secagg.rebuild_secret(wrong, 3) == (secret, [100])  # in the first subset tried
+    assert secagg.rebuild_secret(wrong[1:] + wrong[:1], 3) == (secret, [100])
+    two_wrong = [(s, b[:1] + os.urandom(len(b) - 1)) if s < 102 else (s, b) for s, b in shares]
+    with pytest.raises(ProtocolError, match="no polynomial holds more than 3.5"):
+        secagg.rebuild_secret(two_wrong, 3)
+    assert secagg.rebuild_secret(wrong[:3], 3)[0] != secret  # t shares: nothing to check against
+
+
+def test_the_total_check_names_what_an_honest_total_cannot_be():
+    exact = TotalCheck(("sums", "counts", "sse", "n"), 2, 2, 24, radius=10.0)
+    ok = np.array([3.0, 4.0, 0.0, 0.0, 1.0, 0.0, 7.5, 1.0])
+    assert exact(ok, 3, 2) == ""
+    cases = {
+        "a value of magnitude 1e+31 lies beyond": np.r_[ok[:7], 1e31],
+        "the row count is 1.5, not a whole number >= 0": np.r_[ok[:6], 7.5, 1.5],
+        "the squared distances add up to -1 < 0": np.r_[ok[:6], -1.0, 1.0],
+        "a count is 0.5, not a whole number >= 0": np.r_[ok[:4], 0.5, 0.5, 7.5, 1.0],
+        "counts add up to 2, not the 1 rows declared": np.r_[ok[:4], 1.0, 1.0, 7.5, 1.0],
+        "cluster 0's sum has norm 50, beyond its count 1 times the radius 10": np.r_[30.0, 40.0,
+                                                                                  ok[2:]],
+    }
+    for reason, values in cases.items():
+        assert exact(values, 3, 2).startswith(reason), reason
+    fuzzy = TotalCheck(("counts", "n"), 2, 0, 24, fuzzy=True)
+    assert fuzzy(np.array([0.3, 0.25, 1.0]), 3, 2) == ""
+    assert fuzzy(np.array([0.8, 0.25, 1.0]), 3, 2).startswith("the fuzzy supports add up to 1.05")
+    noisy = TotalCheck(("sums", "counts"), 1, 4, 24, radius=1.0, sigma=2.0, count_weight=0.5)
+    # 3 survivors of threshold 2: count sd 4 sqrt(1.5) = 4.9, floor -39.2; sum sd 2.45.
+    assert noisy(np.array([1.0, 1.0, 1.0, 1.0, -39.0]), 3, 2) == ""
+    assert noisy(np.array([0.0, 0.0, 0.0, 0.0, -40.0]), 3, 2).startswith("a noisy count is -40")
+    # limit (0 + 8 x 4.9) x 1 + 8 x 2.45 x 2 = 78.4: a sum of norm 80 is beyond.
+    assert noisy(np.array([40.0, 40.0, 40.0, 40.0, -1.0]), 3, 2).startswith("cluster 0's sum")

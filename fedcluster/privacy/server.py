@@ -192,8 +192,8 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
             exchange.rejected.update(exc.dropped)
             accused = ", ".join(map(str, sorted(exc.dropped)))
             if restart == MAX_RESTARTS:
-                fail(f"key shares still unreadable after {MAX_RESTARTS} restarts; accused: "
-                     f"node(s) {accused}")
+                fail(f"key shares still unreadable after {MAX_RESTARTS} restarts: " + "; ".join(
+                    f"node {node}: {reason.split(': ', 1)[1]}" for node, reason in exc.dropped.items()))
             # Those that left this try for another reason stay out too.
             participants = [n for n in participants if n not in exchange.rejected]
             log(WARNING, "%s: secure aggregation starts again without node(s) %s", what, accused)
