@@ -21,7 +21,7 @@ from helpers import messages, save_parts
 
 from fedcluster.client.app import build_client_app
 from fedcluster.config import RunConfig
-from fedcluster.data import load_dataset, partition_indices
+from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.federation.base import RunFailed
 from fedcluster.federation.flower import FlowerFederation
 from fedcluster.federation.memory import InMemoryFederation
@@ -30,6 +30,7 @@ from fedcluster.messages import ProtocolError
 from fedcluster.privacy import secagg
 from fedcluster.privacy.checks import TotalCheck
 from fedcluster.protocol import CONFIG_KEY, PAYLOAD_KEY
+from fedcluster.simulation import set_offline_env
 from harness.inprocess import InProcessGrid, flower_like_node_ids
 
 CLIENTS = 5
@@ -286,3 +287,53 @@ def test_the_total_check_names_what_an_honest_total_cannot_be():
     assert noisy(np.array([0.0, 0.0, 0.0, 0.0, -40.0]), 3, 2).startswith("a noisy count is -40")
     # limit (0 + 8 x 4.9) x 1 + 8 x 2.45 x 2 = 78.4: a sum of norm 80 is beyond.
     assert noisy(np.array([40.0, 40.0, 40.0, 40.0, -1.0]), 3, 2).startswith("cluster 0's sum")
+
+
+# -- the same in a Ray simulation --------------------------------------------------------------
+@pytest.mark.slow
+def test_attacks_in_a_ray_simulation_name_the_liar_or_fail_the_round(tmp_path, flwr_log):
+    """Flower's ``run_simulation`` (Ray), 5 simulated clients; the client of partition 0 is
+    hostile through a client mod: garbage key-share ciphertexts (named by its 4 receivers,
+    the 4 others' run goes on), then its masked vector random bytes under central DP (the
+    round fails by its total)."""
+    set_offline_env()
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    X = load_dataset("s1").X
+    write_partitions(X, partition_indices(len(X), CLIENTS, "iid", seed=0), tmp_path / "parts")
+    mode = tmp_path / "mode"
+    base = {"algorithm": "dwf", "k": 15, "seed": 1, "init": "random", "data-bounds": BOUNDS,
+            "num-server-rounds": 3, "tol": 0.0, "secure-aggregation": True, "min-nodes": CLIENTS}
+    outcome = {}
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context):
+        federation = FlowerFederation(grid)
+        mode.write_text("ct-garbage")
+        strategy = build_strategy(RunConfig.from_mapping(base))
+        outcome["ct-garbage"] = strategy.fit(federation)
+        outcome["liar"] = next(n for n, key in strategy.sampling_keys.items() if key == 0)
+        mode.write_text("masked-random")
+        try:
+            build_strategy(RunConfig.from_mapping({**base, "dp": "central",
+                                                   "dp-epsilon": 1.0})).fit(federation)
+        except RunFailed as exc:
+            outcome["masked-random"] = str(exc)
+
+    run_simulation(server_app=server,
+                   client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")},
+                                               mods=[hostile_mod(mode_file=str(mode))]),
+                   num_supernodes=CLIENTS,
+                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                   "init_args": {"log_to_driver": False}})
+    liar = outcome["liar"]
+    log = messages(flwr_log)
+    assert f"node {liar}: its encrypted key shares could not be read by 4 receiver(s)" in log
+    assert f"round 1: rejected node {liar}: query.secagg_masked: its encrypted key shares" in log
+    assert outcome["ct-garbage"].n_points == 4000
+    assert set(rejected(flwr_log)) == {str(liar)}
+    assert outcome["masked-random"].startswith(
+        "round 1: secure aggregation: the secure total failed its check: ")
+    assert str(liar) in outcome["masked-random"]
