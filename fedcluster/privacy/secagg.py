@@ -75,9 +75,22 @@ most ``m * 2^-(f+1)`` per entry (counts and row numbers are exact); a value
 must stay below ``2^(90 - f)`` in magnitude (7e19 for ``f = 24``), else the
 client refuses with an error reply that names it.
 
+Against a dishonest client (the server's side, :func:`~.server.secure_sum`):
+a public key that is not a P-384 point, or one that two clients sent, leaves
+its senders out of the aggregation by name; a receiver that cannot read a
+sender's encrypted key shares (or finds them addressed to another) names the
+sender in place of its masked vector (:data:`UNREADABLE`) and takes no
+further part, and the server starts the aggregation again without the
+accused (a false accusation costs the accused that aggregation; the log
+names both); every secret is rebuilt from all its shares, the senders of
+shares off the majority's polynomial named (:func:`rebuild_secret`); and
+the decoded total is checked before use (:mod:`.checks`): a garbage masked
+vector, or wrong shares where no majority outvotes them, fail the round.
+
 What it does not do (SecAgg's semi-honest model): it does not check that a
-client's vector is honest (a poisoned vector is hidden in the total; only the
-total's own consistency is checked), and it relies on the server relaying
+client's vector is honest (a poisoned vector within the total's rules is
+hidden in the total; whose vector made a total fail its check cannot be
+told), and it relies on the server relaying
 public keys faithfully (no key signatures: SecAgg's active-adversary variant
 needs a PKI, and a server that lies about the graph or the dropped is
 outside the model too). The graph is Flower's ring with an order drawn
@@ -466,6 +479,14 @@ def _share(session, state: dict, config, node: int) -> ClientSummary:
 
 
 def _masked(session, state: dict, request: Request, node: int, inner) -> ClientSummary:
+    """The masked vector; or, if some key shares cannot be read, the senders that sent them.
+
+    A share that does not decrypt under the agreed key, or that names another
+    sender or receiver, is its sender's fault as far as this client can tell:
+    the client answers ``{UNREADABLE: senders}`` instead of an error (which
+    would get it rejected in the liar's place) and ends its part in this
+    aggregation without sending its vector.
+    """
     config = request.config
     sources = node_list(_require(config, "src", bytes))
     ciphertexts = _bytes_list(config, "ct") if sources else []

@@ -186,7 +186,7 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
         try:
             total, survivors, threshold, dropped = _aggregate(
                 strategy, federation, participants, inner, fields, size, exchange, fail,
-                inner_config, cost)
+                inner_config, cost, what)
         except _Restart as exc:
             cost.aggregations += 1
             exchange.rejected.update(exc.dropped)
@@ -220,7 +220,7 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
 
 def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list[int],
                inner: Request, fields: tuple[str, ...], size: int,
-               exchange: Exchange[ClientSummary], fail, inner_config, cost: SecAggCost
+               exchange: Exchange[ClientSummary], fail, inner_config, cost: SecAggCost, what: str
                ) -> tuple[np.ndarray, list[int], int, list[int]]:
     """One run of the four stages over ``nodes``: the unmasked total, survivors, threshold, dropped.
 
@@ -368,7 +368,7 @@ def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list
                     f"receiver(s) (node(s) {', '.join(map(str, by))}; the server cannot tell "
                     "which side lies)")
         for node, reason in dropped_now.items():
-            log(WARNING, "node %d: %s", node, reason.split(": ", 1)[1])
+            log(WARNING, "%s: node %d: %s", what, node, reason.split(": ", 1)[1])
         raise _Restart(dropped_now)
     survivors = sorted(masked)
     dropped = [n for n in sharers if n not in masked]
