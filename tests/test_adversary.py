@@ -182,6 +182,18 @@ def test_random_unmasking_shares_are_outvoted_and_their_sender_named(s1_five, fl
         assert abs(result.n_points - 5000) < 300
 
 
+def test_random_shares_without_a_majority_to_outvote_them_fail_the_round(s1_five, flwr_log):
+    """4 clients, threshold 3: 4 shares of each secret, 3 honest, not more than (4 + 3 - 1) / 2:
+    the disagreement is seen but cannot be settled, and the round fails saying so."""
+    parts, configs, start = s1_five
+    grid, _ = hostile_grid(configs[:4], "shares-random")
+    with pytest.raises(RunFailed, match=r"^round 1: secure aggregation: could not remove the "
+                                        r"masks: node \d+'s mask seed: the 4 shares disagree and "
+                                        r"no polynomial holds more than 3 of them$"):
+        build_strategy(settings(start)).fit(FlowerFederation(grid))
+    assert rejected(flwr_log) == {}
+
+
 # -- unreadable key shares: the receivers name the sender, the rest go on ----------------------
 def test_garbage_key_share_ciphertexts_get_their_sender_named_and_left_out(s1_five, flwr_log):
     parts, configs, start = s1_five
