@@ -187,6 +187,7 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
             total, survivors, threshold, dropped = _aggregate(
                 strategy, federation, participants, inner, fields, size, exchange, fail,
                 inner_config, cost, what)
+            break
         except _Restart as exc:
             cost.aggregations += 1
             exchange.rejected.update(exc.dropped)
@@ -197,8 +198,6 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
             # Those that left this try for another reason stay out too.
             participants = [n for n in participants if n not in exchange.rejected]
             log(WARNING, "%s: secure aggregation starts again without node(s) %s", what, accused)
-            continue
-        break
     values = secagg.decode(total, strategy.options.secagg_fraction_bits)
     if reason := verify(values, len(survivors), threshold):
         fail(f"the secure total failed its check: {reason}: a participant's masked vector or "
