@@ -33,6 +33,7 @@ from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import ProtocolError, Request
 from fedcluster.methods import build_strategy
 from fedcluster.privacy import secagg
+from fedcluster.privacy.checks import TotalCheck
 from fedcluster.privacy.accountant import calibrate, epsilon_spent
 from fedcluster.methods.ffcm.client import FUZZY_SUMS
 from fedcluster.privacy.kinds import SUMS
@@ -43,6 +44,11 @@ from harness.inprocess import InProcessGrid
 
 K = 15
 BOUNDS = "0:1e6"
+
+
+def check(fields: tuple[str, ...]) -> TotalCheck:
+    """The exact totals' check of S1's sums in the clear (no DP: no radius)."""
+    return TotalCheck(fields, K, 2, secagg.DEFAULT_FRACTION_BITS)
 
 
 def s1_parts(clients: int = 6, split: str = "iid"):
@@ -150,7 +156,8 @@ def test_the_server_sees_only_the_total_of_the_sums_and_counts():
                              "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
     size = K * 2 + K + 2
     total, exchange = secure_sum(strategy, probe, list(range(len(parts))), request,
-                                 ("sums", "counts", "sse", "n"), size, what="test")
+                                 ("sums", "counts", "sse", "n"), size, what="test",
+                                 verify=check(("sums", "counts", "sse", "n")))
     own = plain_sums(parts, centroids)
     expected = np.concatenate([np.sum([s.sums for s in own], 0).ravel(),
                                np.sum([s.counts for s in own], 0), [sum(s.sse for s in own)],
@@ -173,7 +180,7 @@ def test_a_client_that_drops_out_mid_round_leaves_the_total_of_the_others():
     inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
                            "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
     total, exchange = secure_sum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1,
-                                 what="round 1")
+                                 what="round 1", verify=check(("counts", "n")))
     others = [p for i, p in enumerate(parts) if i not in (2, 5)]
     own = plain_sums(others, centroids)
     assert np.array_equal(total, np.concatenate([np.sum([s.counts for s in own], 0),
@@ -184,7 +191,8 @@ def test_a_client_that_drops_out_mid_round_leaves_the_total_of_the_others():
                                                    5: secagg.MASKED})
     with pytest.raises(RunFailed, match="secure aggregation: 4 of 7 clients left at the masked "
                                         "inputs, 5 needed"):
-        secure_sum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1, what="round 1")
+        secure_sum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1, what="round 1",
+                   verify=check(("counts", "n")))
 
 
 def test_a_client_never_sends_both_shares_of_one_node():
@@ -249,7 +257,7 @@ def test_secagg_plus_sums_exactly_with_ciphertexts_to_neighbours_only():
     request = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
                              "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
     total, exchange = secure_sum(strategy, probe, list(range(10)), request, ("sums", "counts", "n"),
-                                 K * 3 + 1, what="test")
+                                 K * 3 + 1, what="test", verify=check(("sums", "counts", "n")))
     own = plain_sums(parts, centroids)
     expected = np.concatenate([np.sum([s.sums for s in own], 0).ravel(),
                                np.sum([s.counts for s in own], 0), [sum(s.n for s in own)]])
@@ -281,7 +289,7 @@ def test_secagg_plus_survives_dropouts_within_a_neighbourhoods_threshold():
                            "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
     probe = NeighbourDrop(InMemoryFederation(parts), 2)
     total, exchange = secure_sum(strategy, probe, list(range(10)), inner, ("counts", "n"), K + 1,
-                                 what="round 1")
+                                 what="round 1", verify=check(("counts", "n")))
     gone = sorted(probe.drop)
     others = [p for i, p in enumerate(parts) if i not in gone]
     own = plain_sums(others, centroids)
@@ -299,7 +307,7 @@ def test_secagg_plus_survives_dropouts_within_a_neighbourhoods_threshold():
     with pytest.raises(RunFailed, match=r"2 of node \d+'s neighbourhood of 5 left at the masked "
                                         r"inputs, 3 needed"):
         secure_sum(strategy, NeighbourDrop(InMemoryFederation(parts), 3), list(range(10)), inner,
-                   ("counts", "n"), K + 1, what="round 1")
+                   ("counts", "n"), K + 1, what="round 1", verify=check(("counts", "n")))
 
 
 def test_a_client_refuses_a_neighbourhood_or_threshold_it_cannot_accept():

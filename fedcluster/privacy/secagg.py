@@ -75,9 +75,22 @@ most ``m * 2^-(f+1)`` per entry (counts and row numbers are exact); a value
 must stay below ``2^(90 - f)`` in magnitude (7e19 for ``f = 24``), else the
 client refuses with an error reply that names it.
 
+Against a dishonest client (the server's side, :func:`~.server.secure_sum`):
+a public key that is not a P-384 point, or one that two clients sent, leaves
+its senders out of the aggregation by name; a receiver that cannot read a
+sender's encrypted key shares (or finds them addressed to another) names the
+sender in place of its masked vector (:data:`UNREADABLE`) and takes no
+further part, and the server starts the aggregation again without the
+accused (a false accusation costs the accused that aggregation; the log
+names both); every secret is rebuilt from all its shares, the senders of
+shares off the majority's polynomial named (:func:`rebuild_secret`); and
+the decoded total is checked before use (:mod:`.checks`): a garbage masked
+vector, or wrong shares where no majority outvotes them, fail the round.
+
 What it does not do (SecAgg's semi-honest model): it does not check that a
-client's vector is honest (a poisoned vector is hidden in the total; only the
-total's own consistency is checked), and it relies on the server relaying
+client's vector is honest (a poisoned vector within the total's rules is
+hidden in the total; whose vector made a total fail its check cannot be
+told), and it relies on the server relaying
 public keys faithfully (no key signatures: SecAgg's active-adversary variant
 needs a PKI, and a server that lies about the graph or the dropped is
 outside the model too). The graph is Flower's ring with an order drawn
@@ -90,6 +103,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -120,11 +134,16 @@ FIELDS_KEY = "secagg-fields"
 BITS_KEY = "secagg-fraction-bits"
 #: Fraction bits of the fixed-point encoding by default.
 DEFAULT_FRACTION_BITS = 24
+#: Payload key of a masked-stage reply that names the senders whose key shares this
+#: receiver could not decrypt, or that named another sender or receiver (instead of a vector).
+UNREADABLE = "unreadable"
 #: The vector fields a masked stage may carry, in the order they are packed.
 FIELDS = ("sums", "counts", "sse", "n")
 
 _CURVE = ec.SECP384R1()
-_SCALAR_BYTES = 48
+#: Bytes of a private scalar and of a mask seed: the two secrets a client shares.
+SCALAR_BYTES = 48
+SEED_BYTES = 32
 _BLOCK = 16
 _WRAP = 2 ** 64
 
@@ -136,7 +155,7 @@ def new_private_key() -> ec.EllipticCurvePrivateKey:
 
 def private_bytes(key: ec.EllipticCurvePrivateKey) -> bytes:
     """The private scalar, 48 bytes (three Shamir blocks)."""
-    return key.private_numbers().private_value.to_bytes(_SCALAR_BYTES, "big")
+    return key.private_numbers().private_value.to_bytes(SCALAR_BYTES, "big")
 
 
 def private_from_bytes(data: bytes) -> ec.EllipticCurvePrivateKey:
@@ -148,13 +167,24 @@ def public_bytes(key: ec.EllipticCurvePrivateKey) -> bytes:
                                          serialization.PublicFormat.CompressedPoint)
 
 
-def agreed_key(private: bytes, peer_public: bytes) -> bytes:
-    """ECDH of our private scalar and the peer's public key, through HKDF-SHA256: 32 bytes."""
+def public_point(data: bytes) -> ec.EllipticCurvePublicKey:
+    """A public key of the key exchange (an encoded P-384 point).
+
+    Raises
+    ------
+    ProtocolError
+        ``data`` is not a P-384 point: the server refuses such a key at the
+        key exchange, so that no honest client fails on it later.
+    """
     try:
-        peer = ec.EllipticCurvePublicKey.from_encoded_point(_CURVE, peer_public)
+        return ec.EllipticCurvePublicKey.from_encoded_point(_CURVE, data)
     except ValueError:
         raise ProtocolError("a public key of the key exchange is not a P-384 point") from None
-    shared = private_from_bytes(private).exchange(ec.ECDH(), peer)
+
+
+def agreed_key(private: bytes, peer_public: bytes) -> bytes:
+    """ECDH of our private scalar and the peer's public key, through HKDF-SHA256: 32 bytes."""
+    shared = private_from_bytes(private).exchange(ec.ECDH(), public_point(peer_public))
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                 info=b"fedcluster secagg").derive(shared)
 
@@ -431,7 +461,7 @@ def _share(session, state: dict, config, node: int) -> ClientSummary:
         raise ProtocolError("secure aggregation: the key list does not hold this node's own keys")
     if len(set(pk1s) | set(pk2s)) != 2 * m:
         raise ProtocolError("secure aggregation: two participants share a public key")
-    seed = os.urandom(32)
+    seed = os.urandom(SEED_BYTES)
     seed_shares = split_secret(seed, threshold, m)
     key_shares = split_secret(bytes.fromhex(state["sk1"]), threshold, m)
     destinations, ciphertexts = [], []
@@ -449,6 +479,14 @@ def _share(session, state: dict, config, node: int) -> ClientSummary:
 
 
 def _masked(session, state: dict, request: Request, node: int, inner) -> ClientSummary:
+    """The masked vector; or, if some key shares cannot be read, the senders that sent them.
+
+    A share that does not decrypt under the agreed key, or that names another
+    sender or receiver, is its sender's fault as far as this client can tell:
+    the client answers ``{UNREADABLE: senders}`` instead of an error (which
+    would get it rejected in the liar's place) and ends its part in this
+    aggregation without sending its vector.
+    """
     config = request.config
     sources = node_list(_require(config, "src", bytes))
     ciphertexts = _bytes_list(config, "ct") if sources else []
@@ -460,13 +498,24 @@ def _masked(session, state: dict, request: Request, node: int, inner) -> ClientS
         raise ProtocolError(f"secure aggregation: {len(sources) + 1} participants left, fewer than "
                             f"the threshold {state['threshold']}")
     held = state["held"]
+    unreadable = []
     for source, ciphertext in zip(sources, ciphertexts):
         key = agreed_key(bytes.fromhex(state["sk2"]), bytes.fromhex(state["pk2s"][nodes.index(source)]))
-        src, dst, seed_share, key_share = _unpack(unseal(key, ciphertext))
+        try:
+            src, dst, seed_share, key_share = _unpack(unseal(key, ciphertext))
+        except ProtocolError:
+            unreadable.append(source)
+            continue
         if src != source or dst != node:
-            raise ProtocolError(f"secure aggregation: a key share from node {source} names "
-                                f"{src} -> {dst}")
+            unreadable.append(source)
+            continue
         held[str(source)] = [seed_share.hex(), key_share.hex()]
+    if unreadable:
+        # Failing here would get this honest receiver rejected in the sender's place; it names
+        # the senders instead and sends no masked vector, so this aggregation reveals nothing of
+        # it (the server starts a new one, with fresh keys, without the accused).
+        _save(session, {"id": state["id"], "stage": "done"})
+        return ClientSummary(n=0, payload={UNREADABLE: node_bytes(unreadable)})
     inner_kind = _require(config, INNER_KIND_KEY, str)
     fields = _require(config, FIELDS_KEY, str).split(",")
     bits = _require(config, BITS_KEY, int)
@@ -510,40 +559,88 @@ def _unmask(session, state: dict, config, node: int) -> ClientSummary:
 
 
 # -- the server's side: removing the masks --------------------------------------------------
-def unmasked_total(masked: Mapping[int, np.ndarray], pk1: Mapping[int, bytes],
-                   seed_shares: Mapping[int, list[bytes]], key_shares: Mapping[int, list[bytes]],
-                   threshold: int, partners: Mapping[int, Collection[int]]) -> np.ndarray:
-    """The uint64 total of the survivors' vectors, every mask removed.
+#: Most ``t``-subsets of one secret's shares tried in search of a polynomial that a majority of
+#: them lie on: C(n, t) grows fast, and a search this long means many liars (the total's check
+#: still decides, :mod:`.checks`).
+MAX_SUBSETS = 1000
 
-    ``masked`` holds each survivor's masked vector; ``pk1`` every
-    participant's first public key; ``seed_shares`` (by survivor) and
-    ``key_shares`` (by dropped participant) the shares the survivors sent;
-    ``partners`` each survivor's pairwise-mask partners (its neighbours that
-    shared keys with it, itself allowed): a dropped client's masks are
-    rebuilt only with those.
+
+def rebuild_secret(shares: Sequence[tuple[int, bytes]], threshold: int) -> tuple[bytes, list[int]]:
+    """A secret from its ``(sender, share)`` pairs, and the senders of shares not on its polynomial.
+
+    Every share is checked, not only ``threshold`` of them: the secret is
+    rebuilt from a ``t``-subset, and an extra share ``j`` lies on the same
+    polynomial iff the subset with its first member replaced by ``j``
+    rebuilds the same secret (two distinct polynomials of degree ``t - 1``
+    that agree on ``t - 1`` points differ at 0), so only ``Shamir.combine``
+    is used. If some shares disagree, ``t``-subsets are searched (at most
+    :data:`MAX_SUBSETS`, in :func:`itertools.combinations` order) for a
+    polynomial that more than ``(n + t - 1) / 2`` of the ``n`` shares lie
+    on: at most one can (unique decoding, ``e < (n - t + 1) / 2`` wrong
+    shares), and its secret is the one. With ``n = t`` nothing can be
+    checked (the secret is returned as rebuilt).
 
     Raises
     ------
     ProtocolError
-        Fewer than ``threshold`` shares of some secret.
+        Fewer than ``threshold`` shares, or no polynomial with a majority.
+    """
+    if len(shares) < threshold:
+        raise ProtocolError(f"{len(shares)} shares, {threshold} needed")
+    for subset in itertools.islice(itertools.combinations(range(len(shares)), threshold), MAX_SUBSETS):
+        pieces = [shares[i][1] for i in subset]
+        secret = combine_secret(pieces)
+        wrong = [sender for i, (sender, share) in enumerate(shares)
+                 if i not in subset and combine_secret([*pieces[1:], share]) != secret]
+        if len(shares) - len(wrong) > (len(shares) + threshold - 1) / 2:
+            return secret, wrong
+    raise ProtocolError(f"the {len(shares)} shares disagree and no polynomial holds more than "
+                        f"{(len(shares) + threshold - 1) / 2:g} of them")
+
+
+def unmasked_total(masked: Mapping[int, np.ndarray], pk1: Mapping[int, bytes],
+                   seed_shares: Mapping[int, Sequence[tuple[int, bytes]]],
+                   key_shares: Mapping[int, Sequence[tuple[int, bytes]]],
+                   threshold: int, partners: Mapping[int, Collection[int]]
+                   ) -> tuple[np.ndarray, set[int]]:
+    """The uint64 total of the survivors' vectors, every mask removed, and the senders of wrong shares.
+
+    ``masked`` holds each survivor's masked vector; ``pk1`` every
+    participant's first public key; ``seed_shares`` (by survivor) and
+    ``key_shares`` (by dropped participant) the ``(sender, share)`` pairs the
+    survivors sent; ``partners`` each survivor's pairwise-mask partners (its
+    neighbours that shared keys with it, itself allowed): a dropped client's
+    masks are rebuilt only with those. Each secret is rebuilt from all its
+    shares (:func:`rebuild_secret`); the senders of shares off the majority's
+    polynomial are returned (their own masked vectors stay in the total:
+    nothing can take them out).
+
+    Raises
+    ------
+    ProtocolError
+        Fewer than ``threshold`` shares of some secret, or shares without a majority.
     """
     survivors = sorted(masked)
     total = np.zeros_like(next(iter(masked.values())))
     for vector in masked.values():
         total = total + vector
+    wrong: set[int] = set()
+
+    def rebuild(shares, what: str) -> bytes:
+        try:
+            secret, liars = rebuild_secret(shares, threshold)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{what}: {exc}") from None
+        wrong.update(liars)
+        return secret
+
     for node in survivors:
-        shares = seed_shares.get(node, [])
-        if len(shares) < threshold:
-            raise ProtocolError(f"{len(shares)} shares of node {node}'s mask seed, "
-                                f"{threshold} needed")
-        total = total - mask(combine_secret(shares[:threshold]), total.size)
+        seed = rebuild(seed_shares.get(node, []), f"node {node}'s mask seed")
+        total = total - mask(seed, total.size)
     for gone, shares in key_shares.items():
-        if len(shares) < threshold:
-            raise ProtocolError(f"{len(shares)} shares of dropped node {gone}'s key, "
-                                f"{threshold} needed")
-        private = combine_secret(shares[:threshold])
+        private = rebuild(shares, f"dropped node {gone}'s key")
         for node in (n for n in survivors if gone in partners[n]):
             pairwise = mask(agreed_key(private, pk1[node]), total.size)
             # The survivor added the pair's mask if its id is the lower one.
             total = total - pairwise if node < gone else total + pairwise
-    return total
+    return total, wrong

@@ -58,7 +58,8 @@ from ..numerics import random_in_box
 from ..results import RunResult
 from . import secagg
 from .accountant import Budget, calibrate, epsilon_spent
-from .kinds import CLIENT_NOISE_KEY, DIMENSION
+from .checks import TotalCheck, Verify
+from .kinds import CLIENT_NOISE_KEY, DIMENSION, SUMS
 from .mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
 
 if TYPE_CHECKING:
@@ -106,11 +107,26 @@ def _payload_bytes(values: Any) -> int:
     return 8
 
 
+#: Times one aggregation starts again without the senders whose key shares their receivers
+#: could not read: a liar costs each aggregation one restart, several liars a few; more
+#: means the accusations do not stop, and the round fails naming the accused.
+MAX_RESTARTS = 2
+
+
+class _Restart(Exception):
+    """The masked stage named senders of unreadable key shares: begin again without them."""
+
+    def __init__(self, dropped: dict[int, str]) -> None:
+        super().__init__()
+        #: Node to leave out of the next try -> why.
+        self.dropped = dropped
+
+
 def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list[int],
-               inner: Request, fields: tuple[str, ...], size: int, *, what: str,
+               inner: Request, fields: tuple[str, ...], size: int, *, what: str, verify: Verify,
                inner_config=None, cost: SecAggCost | None = None
                ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
-    """The total of ``fields`` (``size`` values) of the replies to ``inner``, through SecAgg(+).
+    """The total of ``fields`` (``size`` values) of the replies to ``inner``, through SecAgg(+), checked.
 
     The exchange's ``accepted`` holds, for each survivor, an empty summary
     (the server never has its values); ``rejected`` the reason each other
@@ -122,17 +138,100 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     ``inner_config(threshold)``, if given, adds to the inner request's config
     once the threshold is known (distributed noise).
 
+    Against a dishonest participant (the server learns no one's vector, so it
+    names who it can and checks the rest on the total):
+
+    * key exchange: a public key that is not a P-384 point, or one that two
+      replies carry (one client copying another's), leaves its senders out of
+      this aggregation by name (all of a clashing key's senders: which one
+      copied cannot be told); the clients' own check for distinct keys stays,
+      against a server that lies;
+    * masked stage: a receiver that cannot read a sender's encrypted key
+      shares names the sender instead of sending its vector; the server then
+      starts the whole aggregation again (fresh keys, a new id) without the
+      accused, at most :data:`MAX_RESTARTS` times, and logs both the accused
+      and the accusers: which of them lies cannot be told without revealing
+      keys, so a false accusation costs an honest client this aggregation. A
+      receiver that accuses more than half of its neighbours is dropped
+      itself instead (one liar cannot knock out the honest majority);
+    * unmasking: each share's index must be its sender's place in the
+      owner's neighbourhood, and every secret is rebuilt from all its shares
+      (:func:`~.secagg.rebuild_secret`): the senders of shares that disagree
+      with the majority are rejected by name, and the majority's secret is
+      used (their own masked vectors stay in the total);
+    * the total: ``verify(values, survivors, threshold)`` (:mod:`.checks`)
+      returns why the decoded values cannot be an honest total, "" if they
+      can; a total that fails is never returned.
+
     Raises
     ------
     RunFailed
         Fewer survivors than the quorum, or than the threshold in some
-        neighbourhood, or masks that cannot be removed.
+        neighbourhood, masks that cannot be removed, accusations that go on
+        after :data:`MAX_RESTARTS` restarts, or a total that fails ``verify``
+        (the message names the participants: whose vector or shares were
+        dishonest cannot be told).
     """
     cost = cost if cost is not None else SecAggCost()
-    options = strategy.options
-    agg_id = uuid.UUID(int=int(strategy.rng.integers(2**63)) << 64 | int(strategy.rng.integers(2**63))).hex
     exchange: Exchange[ClientSummary] = Exchange(sent=sorted(set(nodes)))
     started = time.monotonic()
+
+    def fail(why: str) -> None:
+        for node, reason in exchange.rejected.items():
+            log(WARNING, "%s: rejected node %d: %s", what, node, reason)
+        raise RunFailed(f"{what}: secure aggregation: {why}")
+
+    participants = list(exchange.sent)
+    for restart in range(MAX_RESTARTS + 1):
+        try:
+            total, survivors, threshold, dropped = _aggregate(
+                strategy, federation, participants, inner, fields, size, exchange, fail,
+                inner_config, cost, what)
+            break
+        except _Restart as exc:
+            cost.aggregations += 1
+            exchange.rejected.update(exc.dropped)
+            accused = ", ".join(map(str, sorted(exc.dropped)))
+            if restart == MAX_RESTARTS:
+                fail(f"key shares still unreadable after {MAX_RESTARTS} restarts: " + "; ".join(
+                    f"node {node}: {reason.split(': ', 1)[1]}" for node, reason in exc.dropped.items()))
+            # Those that left this try for another reason stay out too.
+            participants = [n for n in participants if n not in exchange.rejected]
+            log(WARNING, "%s: secure aggregation starts again without node(s) %s", what, accused)
+    values = secagg.decode(total, strategy.options.secagg_fraction_bits)
+    if reason := verify(values, len(survivors), threshold):
+        fail(f"the secure total failed its check: {reason}: a participant's masked vector or "
+             f"unmasking shares were not honest (secure aggregation cannot tell whose; "
+             f"participants: node(s) {', '.join(map(str, survivors))})")
+    for node in survivors:
+        if node not in exchange.rejected:
+            exchange.accepted[node] = ClientSummary(n=0)
+    for node in dropped:
+        exchange.rejected.setdefault(node, "dropped out after the key exchange")
+    for node, reason in exchange.rejected.items():
+        log(WARNING, "%s: rejected node %d: %s", what, node, reason)
+    cost.aggregations += 1
+    cost.dropped += len(dropped)
+    cost.seconds += time.monotonic() - started
+    strategy.check_quorum(exchange, what)
+    return values, exchange
+
+
+def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list[int],
+               inner: Request, fields: tuple[str, ...], size: int,
+               exchange: Exchange[ClientSummary], fail, inner_config, cost: SecAggCost, what: str
+               ) -> tuple[np.ndarray, list[int], int, list[int]]:
+    """One run of the four stages over ``nodes``: the unmasked total, survivors, threshold, dropped.
+
+    Reasons for leaving a participant out go to ``exchange.rejected``.
+
+    Raises
+    ------
+    _Restart
+        Receivers named senders whose key shares they could not read.
+    """
+    options = strategy.options
+    agg_id = uuid.UUID(int=int(strategy.rng.integers(2**63)) << 64 | int(strategy.rng.integers(2**63))).hex
 
     def stage(kind: str, requests: dict[int, Request], check) -> dict[int, dict]:
         stage_started = time.monotonic()
@@ -162,11 +261,6 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
             time.monotonic() - stage_started)
         return got
 
-    def fail(why: str) -> None:
-        for node, reason in exchange.rejected.items():
-            log(WARNING, "%s: rejected node %d: %s", what, node, reason)
-        raise RunFailed(f"{what}: secure aggregation: {why}")
-
     def need(count: int, minimum: int, stage_name: str) -> None:
         if count < minimum:
             fail(f"{count} of {len(exchange.sent)} clients left at {stage_name}, {minimum} needed")
@@ -175,9 +269,25 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
         for key in ("pk1", "pk2"):
             if not isinstance(payload.get(key), bytes):
                 raise ProtocolError(f"'{key}' is not bytes")
+            secagg.public_point(payload[key])
 
     base = {secagg.ID_KEY: agg_id}
-    keys = stage(secagg.SETUP, {n: Request(secagg.SETUP, base) for n in exchange.sent}, check_keys)
+    keys = stage(secagg.SETUP, {n: Request(secagg.SETUP, base) for n in nodes}, check_keys)
+    # A key that two replies carry would let one read the other's shares, and every client
+    # would refuse the list: all its senders are left out (which of them copied is unknown).
+    senders: dict[bytes, list[int]] = {}
+    for node, payload in keys.items():
+        for key in {payload["pk1"], payload["pk2"]}:
+            senders.setdefault(key, []).append(node)
+        if payload["pk1"] == payload["pk2"]:
+            senders[payload["pk1"]].append(node)
+    clashing = {node: sorted(set(group) - {node}) for group in senders.values() if len(group) > 1
+                for node in group}
+    for node, others in clashing.items():
+        exchange.rejected[node] = (f"{secagg.SETUP}: sent a public key that " + (
+            f"node(s) {', '.join(map(str, others))} also sent" if others else "it sent twice")
+            + "; every sender of a clashing key is left out of this aggregation")
+        del keys[node]
     quorum = max(2, math.ceil(options.min_answer_fraction * len(exchange.sent) - 1e-9))
     need(len(keys), quorum, "the key exchange")
     members = sorted(keys)
@@ -185,10 +295,11 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     hood_size = secagg.graph_degree(options.secagg_neighbours, len(members)) + 1
     threshold = secagg.threshold_for(options.secagg_threshold, hood_size)
     pk1 = {n: keys[n]["pk1"] for n in members}
+    hoods = {n: sorted({n, *graph[n]}) for n in members}
 
     def share_request(node):
         """The node's neighbourhood (itself and its neighbours) with their keys, and the rule."""
-        hood = sorted({node, *graph[node]})
+        hood = hoods[node]
         return Request(secagg.SHARE, {
             **base, "nodes": secagg.node_bytes(hood), "threshold": threshold,
             "neighbours": options.secagg_neighbours, "participants": len(members),
@@ -221,13 +332,43 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     masked_requests = {n: Request(secagg.MASKED, {**masked_base, "src": secagg.node_bytes(inbox[n][0]),
                                                   "ct": inbox[n][1]}, inner.centroids)
                        for n in sharers}
+    accusations: dict[int, list[int]] = {}
 
     def check_masked(node, payload):
+        if secagg.UNREADABLE in payload:
+            named = secagg.node_list(payload[secagg.UNREADABLE])
+            if not named or not set(named) <= set(inbox[node][0]):
+                raise ProtocolError("it names as unreadable senders that sent it no key shares")
+            accusations[node] = sorted(set(named))
+            raise ProtocolError("names senders whose key shares it could not read")
         vector = payload.get("masked")
         if not isinstance(vector, bytes) or len(vector) != 8 * secagg.LIMBS * size:
             raise ProtocolError(f"the masked vector is not {secagg.LIMBS} x {size} uint64 words")
 
     masked = stage(secagg.MASKED, masked_requests, check_masked)
+    if accusations:
+        accusers: dict[int, list[int]] = {}
+        dropped_now: dict[int, str] = {}
+        for accuser, named in accusations.items():
+            # The accuser is kept: its reply named others instead of failing.
+            exchange.rejected.pop(accuser, None)
+            if len(named) > len(graph[accuser]) / 2:
+                dropped_now[accuser] = (
+                    f"{secagg.MASKED}: accused {len(named)} of its {len(graph[accuser])} neighbours "
+                    f"(node(s) {', '.join(map(str, named))}) of unreadable key shares: more than "
+                    "half, so it is taken for the suspect")
+                continue
+            for sender in named:
+                accusers.setdefault(sender, []).append(accuser)
+        for sender, by in accusers.items():
+            if sender not in dropped_now:
+                dropped_now[sender] = (
+                    f"{secagg.MASKED}: its encrypted key shares could not be read by {len(by)} "
+                    f"receiver(s) (node(s) {', '.join(map(str, by))}; the server cannot tell "
+                    "which side lies)")
+        for node, reason in dropped_now.items():
+            log(WARNING, "%s: node %d: %s", what, node, reason.split(": ", 1)[1])
+        raise _Restart(dropped_now)
     survivors = sorted(masked)
     dropped = [n for n in sharers if n not in masked]
     need(len(survivors), max(quorum, threshold), "the masked inputs")
@@ -253,28 +394,28 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
                                    "dropped": secagg.node_bytes(gone)})
         for n, (alive, gone) in split.items()}, check_unmask)
     need(len(unmasks), threshold, "the unmasking")
-    seed_shares = {n: [] for n in survivors}
-    key_shares = {n: [] for n in dropped}
+    seed_shares: dict[int, list[tuple[int, bytes]]] = {n: [] for n in survivors}
+    key_shares: dict[int, list[tuple[int, bytes]]] = {n: [] for n in dropped}
+    wrong: set[int] = set()
     for node, payload in unmasks.items():
         for owner, share in zip(expected[node], payload["shares"]):
-            (seed_shares if owner in seed_shares else key_shares)[owner].append(share)
+            # A share is the holder's place in the owner's neighbourhood (1-based) and one block
+            # per 16 bytes of the secret: another index or length cannot be honest.
+            length = 1 + (secagg.SEED_BYTES if owner in seed_shares else secagg.SCALAR_BYTES)
+            if len(share) != length or share[0] != hoods[owner].index(node) + 1:
+                wrong.add(node)
+                continue
+            (seed_shares if owner in seed_shares else key_shares)[owner].append((node, share))
     try:
-        total = secagg.unmasked_total(
+        total, disagreeing = secagg.unmasked_total(
             {n: np.frombuffer(masked[n]["masked"], dtype="<u8").astype(np.uint64) for n in survivors},
             pk1, seed_shares, key_shares, threshold, near)
     except (ProtocolError, ValueError) as exc:
-        raise RunFailed(f"{what}: secure aggregation could not remove the masks: {exc}") from None
-    for node in survivors:
-        exchange.accepted[node] = ClientSummary(n=0)
-    for node in dropped:
-        exchange.rejected.setdefault(node, "dropped out after the key exchange")
-    for node, reason in exchange.rejected.items():
-        log(WARNING, "%s: rejected node %d: %s", what, node, reason)
-    cost.aggregations += 1
-    cost.dropped += len(dropped)
-    cost.seconds += time.monotonic() - started
-    strategy.check_quorum(exchange, what)
-    return secagg.decode(total, options.secagg_fraction_bits), exchange
+        fail(f"could not remove the masks: {exc}")
+    for node in sorted(wrong | disagreeing):
+        exchange.rejected[node] = (f"{secagg.UNMASK}: sent unmasking shares that disagree with "
+                                   f"the others' (its own masked vector stays in the total)")
+    return total, survivors, threshold, dropped
 
 
 class PrivateRounds:
@@ -374,8 +515,15 @@ class PrivateRounds:
 
         fields = ("sums", "counts") if self.dp == "distributed" else ("sums", "counts", "sse", "n")
         size = k * dim + k + (2 if len(fields) == 4 else 0)
+        # Exact totals (no DP, central DP before its noise) are checked exactly, distributed
+        # ones within their noise; the sums only where DP clips the rows into the ball.
+        verify = TotalCheck(fields, k, dim, strategy.options.secagg_fraction_bits,
+                            fuzzy=strategy.sums_type != SUMS,
+                            radius=self.clipping.radius if self.clipping is not None else None,
+                            sigma=sigma if self.dp == "distributed" else None,
+                            count_weight=self.clipping.count_weight if self.clipping is not None else 1.0)
         vector, exchange = secure_sum(strategy, federation, nodes, inner, fields, size, what=what,
-                                      inner_config=client_noise, cost=self.cost)
+                                      verify=verify, inner_config=client_noise, cost=self.cost)
         sums = vector[:k * dim].reshape(k, dim)
         counts = vector[k * dim:k * dim + k]
         sse, n = (vector[-2], vector[-1]) if len(fields) == 4 else (math.nan, math.nan)
@@ -468,7 +616,8 @@ class PrivateRounds:
             vector, exchange = secure_sum(
                 strategy, federation, strategy.connected_nodes(federation),
                 Request(EVALUATE, config, np.ascontiguousarray(centroids)), ("counts", "sse", "n"),
-                k + 2, what=f"score (round {rounds})", cost=self.cost)
+                k + 2, what=f"score (round {rounds})", cost=self.cost,
+                verify=TotalCheck(("counts", "sse", "n"), k, 0, strategy.options.secagg_fraction_bits))
             counts, sse, n_points = vector[:k], float(vector[k]), int(round(vector[k + 1]))
             if n_points < 1 or abs(counts.sum() - n_points) > 0.5:
                 raise RunFailed(f"score (round {rounds}): the secure totals are inconsistent "
