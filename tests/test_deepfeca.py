@@ -17,7 +17,7 @@ from fedcluster.data import DataError, load_cifar10, load_dataset, partition_ind
 from fedcluster.federation.base import RunFailed
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, ProtocolError, Request, validate_named_arrays
-from fedcluster.methods.deepfeca import DeepFeCA
+from fedcluster.methods.deepfeca.strategy import DeepFeCA
 from fedcluster.methods.deepfeca.client import DEEP_TRAIN
 from fedcluster.methods.deepfeca.weights import fedavg
 

@@ -111,3 +111,26 @@ def test_the_package_names_its_public_api_lazily():
         assert "no_such_name" in str(exc)
     else:
         raise AssertionError("an unknown attribute must raise AttributeError")
+
+
+def test_the_client_app_loads_no_server_side():
+    """A client process (Flower starts one per message in a deployment) imports the steps only:
+    no strategy, no round loop, no SciPy optimiser, no torch."""
+    script = ("import sys\nimport fedcluster.client.app\n"
+              "print('\\n'.join(sorted(m for m in sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.split()
+    server_side = [m for m in loaded if m.startswith(("fedcluster.strategies", "fedcluster.server",
+                                                      "fedcluster.privacy.server"))
+                   or (m.startswith("fedcluster.methods.") and m.endswith(".strategy"))]
+    assert not server_side, server_side
+    assert "scipy.optimize" not in loaded and "torch" not in loaded
+
+
+def test_each_method_declares_the_options_its_strategy_takes():
+    from fedcluster.methods import METHODS
+
+    for name, method in METHODS.items():
+        assert method.strategy.Options is method.options, name

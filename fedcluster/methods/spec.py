@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import import_module
 from typing import Any
 
 from ..options import Options, kebab
@@ -29,10 +31,15 @@ class Method:
         What it is, in a few words.
     paper : str
         Where it comes from.
-    strategy : type
-        Its server side, a :class:`~fedcluster.strategies.ClusteringStrategy`
-        built with ``strategy.from_config(config)``; its ``Options`` model
-        declares the method's settings (:attr:`options`).
+    server : str
+        Where its server side is, ``"module:Class"`` (a
+        :class:`~fedcluster.strategies.ClusteringStrategy`, built with
+        ``strategy.from_config(config)``): imported only when asked for
+        (:attr:`strategy`), so that a client, which needs only the steps,
+        does not load the server side of every method.
+    options : type
+        The model of its settings (an :class:`~fedcluster.options.Options`
+        subclass, the strategy's ``Options``): those of every method and its own.
     steps : mapping
         Request kind -> client step, for the kinds only this method sends
         (the shared kinds are :data:`fedcluster.client.respond.STEPS`').
@@ -48,18 +55,25 @@ class Method:
     name: str
     title: str
     paper: str
-    strategy: type
+    server: str
+    options: type[Options]
     steps: Mapping[str, Callable[[Any, Any, dict], Any]] = field(default_factory=dict)
     array_steps: Mapping[str, Callable[[Any, Any, dict, Mapping], Any]] = field(default_factory=dict)
     extra: str | None = None
 
     @property
-    def options(self) -> type[Options]:
-        """The model of its settings: those of every method and its own."""
-        return self.strategy.Options
+    def strategy(self) -> type:
+        """Its server side (imported on first use)."""
+        return _resolve(self.server)
 
     @property
     def own_keys(self) -> tuple[str, ...]:
         """Run-config keys of its own settings, besides those every method takes."""
         return tuple(kebab(name) for name in self.options.model_fields
                      if name not in Options.model_fields)
+
+
+@cache
+def _resolve(path: str) -> type:
+    module, _, name = path.partition(":")
+    return getattr(import_module(module), name)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from .backend import to_numpy
 from .distance import sq_distances
@@ -52,6 +51,10 @@ def match_to_reference(centroids: Any, reference: Any) -> np.ndarray:
     centroids = _as_set(centroids, "centroids", reference.shape[1])
     if len(centroids) > len(reference):
         raise ValueError(f"cannot match {len(centroids)} centroids one-to-one to {len(reference)} slots")
+    # Imported here: scipy.optimize costs about a second to import, and only the servers of
+    # M-Avg and FFCM avg2 match centroids (every client process would pay it otherwise).
+    from scipy.optimize import linear_sum_assignment
+
     rows, cols = linear_sum_assignment(sq_distances(centroids, reference))
     slots = np.empty(len(centroids), dtype=np.int64)
     slots[rows] = cols

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from ..spec import Method
 from .client import DEEP_FEATURES, DEEP_TRAIN, features_request, train_request
-from .strategy import DeepFeCA
+from .options import DeepFeCAOptions
 
 DEEPFECA = Method("deepfeca", "DeepFeCA, representation learning with FeCA pseudo-labels",
                   "Xu, Chen, Chao & Zhang, Jigsaw Game: Federated Clustering, section 5 "
                   "(papers/004)",
-                  DeepFeCA, array_steps={DEEP_FEATURES: features_request, DEEP_TRAIN: train_request},
+                  "fedcluster.methods.deepfeca.strategy:DeepFeCA", DeepFeCAOptions,
+                  array_steps={DEEP_FEATURES: features_request, DEEP_TRAIN: train_request},
                   extra="deep")

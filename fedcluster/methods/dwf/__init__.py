@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from ..spec import Method
 from .client import LLOYD, lloyd_request
-from .strategy import WeightedFederatedKMeans
+from .options import DWFOptions
 
+SERVER = "fedcluster.methods.dwf.strategy:WeightedFederatedKMeans"
 PAPER = "Holzer, Jacob & Kavane, Dynamically Weighted Federated k-Means (papers/000)"
 
-DWF = Method("dwf", "Dynamically Weighted Federated k-means", PAPER, WeightedFederatedKMeans,
+DWF = Method("dwf", "Dynamically Weighted Federated k-means", PAPER, SERVER, DWFOptions,
              {LLOYD: lloyd_request})
-EWF = Method("ewf", "Equally Weighted Federated k-means", PAPER, WeightedFederatedKMeans,
+EWF = Method("ewf", "Equally Weighted Federated k-means", PAPER, SERVER, DWFOptions,
              {LLOYD: lloyd_request})

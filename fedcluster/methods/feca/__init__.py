@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..spec import Method
 from .client import FECA, feca_request
-from .strategy import FeCA
+from .options import FeCAOptions
 
 FECA_METHOD = Method("feca", "FeCA, one-shot grouping of local centroids by radius",
                      "Xu, Chen, Chao & Zhang, Jigsaw Game: Federated Clustering (papers/004)",
-                     FeCA, {FECA: feca_request})
+                     "fedcluster.methods.feca.strategy:FeCA", FeCAOptions, {FECA: feca_request})

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..spec import Method
 from .client import MINIBATCH, round_request
-from .strategy import FederatedMiniBatchKMeans
+from .options import FedKMeansOptions
 
 FEDKMEANS = Method(
     "fedkmeans", "Federated mini-batch k-means with client and server learning rates",
     "Triebe & Rajagopal, Federated K-Means: Clustering Algorithm and Proof of Concept (papers/003)",
-    FederatedMiniBatchKMeans, {MINIBATCH: round_request})
+    "fedcluster.methods.fedkmeans.strategy:FederatedMiniBatchKMeans", FedKMeansOptions,
+    {MINIBATCH: round_request})

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from ..spec import Method
 from .client import FUZZY, FUZZY_SUMS, fuzzy_sums_request, round_request
-from .strategy import FederatedFuzzyCMeans
+from .options import FFCMOptions
 
+SERVER = "fedcluster.methods.ffcm.strategy:FederatedFuzzyCMeans"
 PAPER = "Stallmann & Wilbik, Towards Federated Clustering: FFCM (papers/001)"
 
 #: avg1 has a sum form (DP, secure aggregation: :func:`.client.fuzzy_sums_request`); avg2 has none.
 AVG1 = Method("ffcm-avg1", "Federated fuzzy c-means, support-weighted mean (eq. 8)", PAPER,
-              FederatedFuzzyCMeans, {FUZZY: round_request, FUZZY_SUMS: fuzzy_sums_request})
+              SERVER, FFCMOptions, {FUZZY: round_request, FUZZY_SUMS: fuzzy_sums_request})
 AVG2 = Method("ffcm-avg2", "Federated fuzzy c-means, k-means over local centres (eq. 9)", PAPER,
-              FederatedFuzzyCMeans, {FUZZY: round_request})
+              SERVER, FFCMOptions, {FUZZY: round_request})

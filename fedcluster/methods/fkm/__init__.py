@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ..spec import Method
 from .client import GARST, GARST_INIT, init_request, round_request
-from .strategy import GarstFederatedKMeans
+from .options import FKMOptions
 
 FKM = Method("fkm", "Federated k-means with server k-means over client centroids",
              "Garst & Reinders, Federated K-Means Clustering (papers/002)",
-             GarstFederatedKMeans, {GARST_INIT: init_request, GARST: round_request})
+             "fedcluster.methods.fkm.strategy:GarstFederatedKMeans", FKMOptions, {GARST_INIT: init_request, GARST: round_request})

@@ -7,7 +7,8 @@ The clients answer the shared local k-means request; the server's step is
 from __future__ import annotations
 
 from ..spec import Method
-from .strategy import KFed
+from .options import KFedOptions
 
 KFED = Method("kfed", "k-FED, one-shot farthest-point clustering of local centres",
-              "Dennis, Li & Smith, Heterogeneity for the Win, ICML 2021", KFed)
+              "Dennis, Li & Smith, Heterogeneity for the Win, ICML 2021",
+              "fedcluster.methods.kfed.strategy:KFed", KFedOptions)

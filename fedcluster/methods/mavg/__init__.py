@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..spec import Method
-from .strategy import MatchAveraging
+from .options import MAvgOptions
 
 MAVG = Method("mavg", "Match averaging of local centroids (Hungarian matching)",
-              "the M-Avg baseline of Xu et al., Jigsaw Game (papers/004)", MatchAveraging)
+              "the M-Avg baseline of Xu et al., Jigsaw Game (papers/004)",
+              "fedcluster.methods.mavg.strategy:MatchAveraging", MAvgOptions)
