@@ -221,10 +221,12 @@ def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkey
     monkeypatch.setattr(respond, "check_reply", lambda *args: None)
     for module in (steps, dwf_client):
         monkeypatch.setattr(module, "check_rows", lambda *args: None)
-    monkeypatch.setattr(steps, "keep_large", lambda counts, p: np.ones(len(counts), dtype=bool))
+    monkeypatch.setattr(steps, "keep_large",
+                        lambda X, centroids, counts, p: np.ones(len(counts), dtype=bool))
     monkeypatch.setattr(steps, "private_bounds", lambda X, p: (X.min(axis=0), X.max(axis=0)))
     monkeypatch.setattr(dwf_client, "withhold_small",
-                        lambda centroids, counts, sizes, p, given, *more: (centroids, counts, *more))
+                        lambda X, centroids, counts, sizes, p, given, *more: (centroids, counts,
+                                                                              *more))
     X, parts = federation_data()
     probe = tmp_path / "probe"
     probe.mkdir()
@@ -242,12 +244,13 @@ def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkey
 
 def test_a_k_as_large_as_the_data_fails_instead_of_sending_the_data():
     # Before the floor, k = 5000 over 2 clients of S1 put every row into model.pb.
+    # Now each client answers, but every local cluster is one row: it sends none.
+    # (300 rows each: a local k-means of 5000 rows into 2500 clusters takes a minute.)
     X = load_dataset("s1").X
-    federation = InMemoryFederation([X[:2500], X[2500:]])
-    with pytest.raises(RunFailed, match="init \\(local k-means\\): 0 of 2 clients answered usably.*"
-                       "error reply \\(code 400\\): .*"
-                       "2500 rows, fewer than min-cluster-size 2 x 5000 clusters = 10000"):
-        build_strategy(RunConfig.from_mapping({"k": 5000})).fit(federation)
+    federation = InMemoryFederation([X[:300], X[300:600]])
+    with pytest.raises(RunFailed, match="the clients sent 0 non-empty local centroids, fewer than "
+                       "k = 600"):
+        build_strategy(RunConfig.from_mapping({"k": 600})).fit(federation)
 
 
 @pytest.mark.slow
