@@ -155,7 +155,7 @@ def kfed_from_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSum
         return kfed_centres([s.centroids for s in exchange.in_content_order() if len(s.centroids)],
                             strategy.k, rng=strategy.rng)
     except ValueError as exc:
-        raise RunFailed(f"k-FED: {exc}") from None
+        raise RunFailed(str(exc)) from None
 
 
 def keep_common_dimension(exchange: Exchange[ClientSummary], dim_of, what: str = "init") -> None:
