@@ -23,7 +23,6 @@ import numpy as np
 from .config import RunConfig
 from .data import validate_points
 from .numerics import assign, cluster_stats
-from .numerics.moments import standardize
 from .results import RunResult
 
 _DEFAULT = {name: field.default for name, field in RunConfig.model_fields.items()}
@@ -233,8 +232,9 @@ class FederatedKMeans:
 
     def _standardized(self, X: np.ndarray) -> np.ndarray:
         """``X`` in the units the method clustered: standardised by the fit's transform, if any."""
-        result = self.result_
-        return X if result.shift is None else standardize(X, result.shift, result.scale)
+        from .preprocessing import in_clustered_units
+
+        return in_clustered_units(X, self.result_)
 
     def __repr__(self) -> str:
         defaults = {name: p.default for name, p in

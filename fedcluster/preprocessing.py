@@ -29,7 +29,7 @@ import numpy as np
 from .federation.base import Answer, Federation
 from .logs import log
 from .messages import MOMENTS, ProtocolError, Request, validate_reply
-from .numerics.moments import Moments, combine_moments
+from .numerics.moments import Moments, combine_moments, standardize
 from .results import RunResult
 
 if TYPE_CHECKING:
@@ -126,6 +126,11 @@ def federated_standardization(strategy: ClusteringStrategy, federation: Federati
     log(INFO, "%s: %d features of %d rows from %d clients", WHAT, dim, result.n,
         len(exchange.accepted))
     return result
+
+
+def in_clustered_units(X, result: RunResult):
+    """``X`` in the units ``result``'s centroids are in: standardised by its transform, if any."""
+    return X if result.shift is None else standardize(X, result.shift, result.scale)
 
 
 def fit_method(config: RunConfig, federation: Federation,

@@ -374,3 +374,30 @@ def test_report_columns_follow_the_grids_splits_when_the_first_method_has_fewer(
              "seed": r.seed, "score": 1.0, "centre_distance": 1e4, "rounds": 1, "wall_s": 0.1}
             for r in grid.runs]
     assert "| method | s1 iid | s1 dirichlet:0.3 |" in render(grid, rows)
+
+
+def test_a_grid_that_standardises_clusters_and_scores_standardised_rows(tmp_path):
+    # S1's two features span about 1e6: a raw run's score is about 1e9, a standardised one's
+    # about 0.01. The score is of the standardised rows and the run's (standardised) centroids.
+    from fedcluster.data import load_dataset
+    from fedcluster.metrics import centre_distance
+
+    path = tmp_path / "standardised.toml"
+    path.write_text(GRID.split("[[tables]]")[0].replace("seeds = 2", "seeds = 1") + """
+[[methods]]
+label = "DWF"
+algorithm = "dwf"
+settings = { num-server-rounds = 3, standardize = true }
+""")
+    [row] = run_grid(load_grid(path), tmp_path / "out", workers=1, progress=lambda line: None)
+    assert row["error"] == ""
+    data = load_dataset("s1")
+    shift, scale = data.X.mean(axis=0), data.X.std(axis=0)
+    Z = (data.X - shift) / scale
+    centroids = np.asarray(row["centroids"])
+    nearest = ((Z[:, None] - centroids[None]) ** 2).sum(axis=2).min(axis=1)
+    assert row["score"] == pytest.approx(nearest.mean(), rel=1e-9)
+    assert np.all(np.abs(centroids) < 3)
+    # The true centres are compared in the same units.
+    assert row["centre_distance"] == pytest.approx(
+        centre_distance(centroids, (data.true_centers - shift) / scale), rel=1e-9)

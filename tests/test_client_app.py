@@ -59,14 +59,18 @@ def test_evaluate_bounds_and_local_kmeans(tmp_path, points):
 
 def test_local_kmeans_never_sends_a_row_or_a_small_cluster(tmp_path):
     config = {"k": 5, "seed": 0, "max-iter": 10, "tol": 0.0, "chunk-size": 16}
+    # Three rows for five clusters: k is capped at the 2 distinct rows; the two
+    # identical rows are a cluster of p = 2 rows (sent, though its centroid is
+    # their value), the lone row a cluster of one (withheld).
     np.save(tmp_path / "few.npy", np.array([[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]))
-    few = ask_client_app({"data-path": str(tmp_path / "few.npy")}, LOCAL_KMEANS, config)
-    assert ("3 rows, fewer than min-cluster-size 2 x 5 clusters = 10" in error_of(few))
-    # Two distinct rows, five copies each: k is capped at 2, and each centroid
-    # would be a row; the floor's last check refuses to send them.
-    np.save(tmp_path / "copies.npy", np.repeat([[1.0, 1.0], [2.0, 2.0]], 5, axis=0))
-    copies = ask_client_app({"data-path": str(tmp_path / "copies.npy")}, LOCAL_KMEANS, config)
-    assert "a centroid equals local row" in error_of(copies)
+    few = read_reply(ask_client_app({"data-path": str(tmp_path / "few.npy")}, LOCAL_KMEANS,
+                                    config).content, expect=("centroids", "counts"))
+    np.testing.assert_array_equal(few.centroids, [[1.0, 1.0]])
+    np.testing.assert_array_equal(few.counts, [2])
+    # One row: nothing can be sent.
+    np.save(tmp_path / "one.npy", np.array([[1.0, 1.0]]))
+    one = ask_client_app({"data-path": str(tmp_path / "one.npy")}, LOCAL_KMEANS, config)
+    assert "this client has 1 rows, fewer than min-cluster-size 2" in error_of(one)
 
 
 def error_of(reply) -> str:

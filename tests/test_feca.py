@@ -38,11 +38,22 @@ def test_client_sends_centroids_radii_and_counts(radius, radii):
 
 
 def test_client_never_sends_a_row_or_a_small_cluster():
-    few = ask_client(column(1, 1, 4), FECA, feca_config(k=5))
-    assert few.summary is None and "fewer than min-cluster-size 2 x 5 clusters" in few.error
-    # Two distinct values, three copies each: each local centroid would be a row.
-    copies = ask_client(column(1, 1, 1, 4, 4, 4), FECA, feca_config(k=3))
-    assert copies.summary is None and "a centroid equals local row" in copies.error
+    # Three rows for five clusters: the pair of identical rows is a local cluster
+    # of p = 2 rows, sent; the lone row's cluster is withheld, and the
+    # refinement then counts that row in the kept cluster.
+    few = validate_reply(ask_client(column(1, 1, 4), FECA, feca_config(k=5)).summary,
+                         expect=("centroids", "counts", "radii"))
+    np.testing.assert_array_equal(few.centroids, column(1))
+    np.testing.assert_array_equal(few.counts, [3])
+    # Two values, three copies each: each local centroid is a value three rows hold.
+    copies = validate_reply(ask_client(column(1, 1, 1, 4, 4, 4), FECA, feca_config(k=3)).summary,
+                            expect=("centroids", "counts", "radii"))
+    np.testing.assert_array_equal(np.sort(copies.centroids[:, 0]), [1, 4])
+    np.testing.assert_array_equal(copies.counts, [3, 3])
+    # Three distinct rows: every local cluster is a single row, so no pair is sent.
+    none = validate_reply(ask_client(column(1, 4, 9), FECA, feca_config(k=3)).summary,
+                          expect=("centroids", "counts", "radii"))
+    assert none.centroids.shape == (0, 1) and none.radii.shape == (0,) and none.n == 3
 
 
 def test_client_refuses_an_unknown_radius_rule():

@@ -52,6 +52,15 @@ def test_init_request_sends_cluster_means_of_k_means_plus_plus_seeds():
     np.testing.assert_array_equal(summary.counts[order], [2, 3])
 
 
+def test_init_request_of_more_clusters_than_p_rows_each_sends_the_clusters_it_can():
+    # 5 rows for k = 3 (fewer than p x k = 6): the client answers, with clusters of 2 or more rows.
+    config = {"k": 3, "seed": 1, "min-cluster-size": 2, "chunk-size": 4, "device": "cpu"}
+    summary = validate_reply(ask_client(PART_A, GARST_INIT, config).summary,
+                             expect=("centroids", "counts"))
+    assert 1 <= len(summary.counts) <= 2 and np.all(summary.counts >= 2)
+    assert summary.counts.sum() <= 5 and summary.n == 5
+
+
 def test_bad_requests_get_error_replies():
     cases = [
         (GARST, {"min-cluster-size": 0, "chunk-size": 4}, START,
@@ -60,8 +69,6 @@ def test_bad_requests_get_error_replies():
          "this client has 5 rows, fewer than min-cluster-size 6"),
         (GARST, {"chunk-size": 4}, None, "request carries no global centroids"),
         (GARST_INIT, {"k": 2, "chunk-size": 4}, None, "request config lacks 'seed'"),
-        (GARST_INIT, {"k": 3, "seed": 1, "chunk-size": 4}, None,
-         "fewer than min-cluster-size 2 x 3 clusters = 6"),
     ]
     for kind, config, centroids, expected in cases:
         reply = ask_client(PART_A, kind, config, centroids)

@@ -98,7 +98,7 @@ def test_no_usable_reply_fails_the_run(tmp_path):
 
 
 def test_too_few_centres_is_a_clear_error():
-    with pytest.raises(ValueError, match="received 2 distinct centres, fewer than k = 3"):
+    with pytest.raises(RunFailed, match="received 2 distinct centres, fewer than k = 3"):
         pairs = np.array([[-0.25, 0.0], [0.25, 0.0]] * 2)
         KFed(3, k_prime=1, seed=0).fit(federation_of([pairs, pairs + 1.0]))
 

@@ -71,24 +71,29 @@ class ServerView:
 
 
 def federation_data():
-    """S1 in float units (no integer coincidences), over 4 large clients and 2 tiny ones.
+    """S1 in float units (no integer coincidences), over 4 large clients and 3 small ones.
 
     The client of 31 rows has k = 15 clusters of about two rows (the floor's
-    edge); the client of 3 rows cannot take part and says so.
+    edge); the client of 3 rows, fewer than p x k, sends what clusters of p
+    rows it has and withholds the rest; the client of 20 rows holds ten rows
+    twice each, so a cluster of two identical rows goes out as their value
+    (p identical rows are p rows). Returns every client's rows pooled (the
+    duplicates twice, so that :func:`leaks` counts them) and the parts.
     """
     X = load_dataset("s1").X / 1000.0
     X = X + np.random.default_rng(0).uniform(-1e-3, 1e-3, X.shape)
     order = np.random.default_rng(1).permutation(len(X))
-    sizes = [31, 3]
-    tiny = [order[:sizes[0]], order[sizes[0]:sum(sizes)]]
-    large = np.array_split(order[sum(sizes):], 4)
-    return X, [X[np.sort(p)] for p in (*large, *tiny)]
+    tiny, rest = np.split(order, [34])
+    large = np.array_split(rest[10:], 4)
+    parts = [X[np.sort(p)] for p in (*large, tiny[:31], tiny[31:])]
+    parts.append(np.repeat(X[np.sort(rest[:10])], 2, axis=0))
+    return np.concatenate(parts), parts
 
 
 def settings(name: str, base: dict, start_file: str, out: str) -> dict:
     # min-nodes: Flower starts the ServerApp while it still registers the simulated nodes.
     config = {"k": 15, "num-server-rounds": 3, "tol": 0.0, "seed": 3, "min-cluster-size": P,
-              "min-nodes": 6, "out-dir": out, **base}
+              "min-nodes": 7, "out-dir": out, **base}
     if config.get("init") == "START":
         config["init"] = start_file
     return config
@@ -221,10 +226,12 @@ def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkey
     monkeypatch.setattr(respond, "check_reply", lambda *args: None)
     for module in (steps, dwf_client):
         monkeypatch.setattr(module, "check_rows", lambda *args: None)
-    monkeypatch.setattr(steps, "keep_large", lambda counts, p: np.ones(len(counts), dtype=bool))
+    monkeypatch.setattr(steps, "keep_large",
+                        lambda X, centroids, counts, p: np.ones(len(counts), dtype=bool))
     monkeypatch.setattr(steps, "private_bounds", lambda X, p: (X.min(axis=0), X.max(axis=0)))
     monkeypatch.setattr(dwf_client, "withhold_small",
-                        lambda centroids, counts, sizes, p, given, *more: (centroids, counts, *more))
+                        lambda X, centroids, counts, sizes, p, given, *more: (centroids, counts,
+                                                                              *more))
     X, parts = federation_data()
     probe = tmp_path / "probe"
     probe.mkdir()
@@ -242,12 +249,13 @@ def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkey
 
 def test_a_k_as_large_as_the_data_fails_instead_of_sending_the_data():
     # Before the floor, k = 5000 over 2 clients of S1 put every row into model.pb.
+    # Now each client answers, but every local cluster is one row: it sends none.
+    # (300 rows each: a local k-means of 5000 rows into 2500 clusters takes a minute.)
     X = load_dataset("s1").X
-    federation = InMemoryFederation([X[:2500], X[2500:]])
-    with pytest.raises(RunFailed, match="init \\(local k-means\\): 0 of 2 clients answered usably.*"
-                       "error reply \\(code 400\\): .*"
-                       "2500 rows, fewer than min-cluster-size 2 x 5000 clusters = 10000"):
-        build_strategy(RunConfig.from_mapping({"k": 5000})).fit(federation)
+    federation = InMemoryFederation([X[:300], X[300:600]])
+    with pytest.raises(RunFailed, match="the clients sent 0 non-empty local centroids, fewer than "
+                       "k = 600"):
+        build_strategy(RunConfig.from_mapping({"k": 600})).fit(federation)
 
 
 @pytest.mark.slow

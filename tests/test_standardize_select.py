@@ -310,9 +310,10 @@ def test_the_elbow_is_the_point_farthest_from_the_chord():
 
 
 def test_a_failed_k_fails_the_selection_naming_it():
-    X, parts = blobs(per_blob=3)  # 12 rows over 5 clients: k = 6 needs 12 rows per client
-    with pytest.raises(RunFailed, match=r"^k = 2: "):
-        select_k(parts, "2:3")
+    # 12 rows over 5 clients (3, 3, 2, 2, 2 rows) and p = 3: three clients have fewer than p rows.
+    X, parts = blobs(per_blob=3)
+    with pytest.raises(RunFailed, match=r"^k = 2: init \(local k-means\): 2 of 5 clients answered"):
+        select_k(parts, "2:3", min_cluster_size=3)
 
 
 # -- through real Flower ------------------------------------------------------------------

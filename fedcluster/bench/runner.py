@@ -113,12 +113,16 @@ def execute(run: RunSpec, parts: tuple[np.ndarray, ...] | None = None) -> dict[s
     """Run one grid cell and return its row (an ``error`` entry if it failed).
 
     ``parts``: the run's partition (row indices per client) where the caller has
-    it; computed here otherwise.
+    it; computed here otherwise. A run whose settings say ``standardize = true``
+    standardises federatedly first, as ``fedcluster run`` does
+    (:func:`~fedcluster.preprocessing.fit_method`), and its metrics are of the
+    units the method clustered, as the estimator's score is: the standardised
+    rows and true centres (its ``centroids`` are the standardised ones too).
     """
     # Imported here: rendering a report from finished runs needs no client code.
     from ..federation.memory import InMemoryFederation
-    from ..methods import build_strategy
     from ..metrics import combine, local_statistics
+    from ..preprocessing import fit_method, in_clustered_units
 
     row: dict[str, Any] = {"run_id": run.run_id, "method": run.method,
                            "algorithm": run.settings["algorithm"], "dataset": run.dataset,
@@ -130,11 +134,15 @@ def execute(run: RunSpec, parts: tuple[np.ndarray, ...] | None = None) -> dict[s
         if parts is None:
             parts = cached_partition(run.dataset, run.split, run.clients, run.seed)
         rows, labels = client_rows(data, parts)
-        result = build_strategy(run.config()).fit(InMemoryFederation(rows))
+        result = fit_method(run.config(), InMemoryFederation(rows))
         wall = time.perf_counter() - started
-        stats = [local_statistics(X, result.centroids, y) for X, y in zip(rows, labels)]
+        # One client's standardised rows at a time (see "Memory" above).
+        stats = [local_statistics(in_clustered_units(X, result), result.centroids, y)
+                 for X, y in zip(rows, labels)]
         del rows
-        metrics = combine(stats, result.centroids, true_centres=data.true_centers)
+        true_centres = (None if data.true_centers is None
+                        else in_clustered_units(data.true_centers, result))
+        metrics = combine(stats, result.centroids, true_centres=true_centres)
         row.update(rounds=result.rounds, converged=result.converged,
                    n_clusters=len(result.centroids), wall_s=round(wall, 4), error="", **metrics,
                    centroids=result.centroids.tolist(),

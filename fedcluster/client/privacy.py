@@ -5,12 +5,27 @@ gives the other away. Every request carries the run's ``min-cluster-size``
 (p); a data owner may raise it for its own node with ``min-cluster-size`` in
 its SuperNode's ``--node-config``, and no request can lower it below
 :data:`ABSOLUTE_FLOOR`. The client steps apply the floor as each method's
-docstring says (a small cluster is withheld: left out of a reply of local
-clusters, or, in a reply about the k global clusters, sent back as the global
-centroid it was given with a count of zero, exactly as an empty cluster);
+docstring says: a small cluster is withheld (left out of a reply of local
+clusters by :func:`keep_large`, or, in a reply about the k global clusters,
+sent back by :func:`withhold_small` as the global centroid it was given with
+a count of zero, exactly as an empty cluster), and the rest of the reply is
+sent. A client of fewer than p x k rows therefore answers with the clusters
+of p rows or more it has; only a client of fewer than p rows in all
+(:func:`check_rows`) has nothing to send and answers with an error.
 :func:`check_reply` then verifies every reply before it leaves, so that no
 step can break the floor by mistake: a reply that would is replaced by an
 error reply.
+
+Identical rows. p identical rows are p rows: their mean is a value that p
+rows of the client share, which is what p allows (the same as any cluster of
+p rows whose mean reveals what those p rows have in common). So a centroid
+may equal a local row exactly only when at least p local rows (of all the
+client's rows, counted exactly) hold that value. A centroid equal to a value
+that 1 to p - 1 local rows hold is withheld like a small cluster
+(:func:`exposed`), whatever its count: it is either the mean of fewer than p
+rows, or a mean of p rows or more that coincides with a rare row, and the
+server could not tell the two apart. A cluster of p or more identical rows
+is sent; a client whose data hold duplicates answers.
 
 What the floor does not cover: differences between rounds (a cluster of 5
 rows in one round and 4 in the next reveals something of the row that left),
@@ -54,44 +69,58 @@ def floor_of(config: Mapping[str, Any], node_config: Mapping[str, Any]) -> int:
     return max(requested, own, ABSOLUTE_FLOOR)
 
 
-def check_rows(n: int, p: int, clusters: int | None = None) -> None:
-    """Refuse a request that this client cannot answer without small clusters.
+def check_rows(n: int, p: int) -> None:
+    """Refuse a request when this client has fewer than p rows: nothing can be sent.
 
-    Every reply's scalars sum over all ``n`` rows, so ``n >= p`` is needed; a
-    reply of ``clusters`` centroids needs ``n >= p * clusters`` for the
-    clusters to be of ``p`` rows each on average.
+    Every reply's scalars sum over all ``n`` rows, and a cluster needs p rows,
+    so a client of fewer rows has no statistic the floor lets out. A client of
+    p rows or more always answers: with fewer than p rows per requested
+    cluster it sends the clusters of p rows it has and withholds the others.
     """
     if n < p:
         raise PrivacyFloorError(f"this client has {n} rows, fewer than min-cluster-size {p}: "
                                 "it cannot take part without revealing single rows")
-    if clusters is not None and n < p * clusters:
-        raise PrivacyFloorError(
-            f"this client has {n} rows, fewer than min-cluster-size {p} x {clusters} clusters = "
-            f"{p * clusters}: it cannot send {clusters} centroids without small clusters")
 
 
-def withhold_small(centroids: np.ndarray, counts: np.ndarray, sizes: np.ndarray, p: int,
+def withhold_small(X, centroids: np.ndarray, counts: np.ndarray, sizes: np.ndarray, p: int,
                    given: np.ndarray, *more: np.ndarray) -> tuple[np.ndarray, ...]:
-    """A reply about the k global clusters, with every cluster of fewer than p rows withheld.
+    """A reply about the k global clusters, with every cluster the floor forbids withheld.
 
     ``sizes`` are the rows behind each centroid, ``counts`` the weights sent
     with them (often the same). A cluster is withheld when fewer than p rows
-    are behind its centroid, or when its count is positive but below p (a
+    are behind its centroid, when its count is positive but below p (a
     count of 0 with a centroid of p rows or more is sent: DWF's first
-    assignment may leave a cluster empty that a later local step fills). A
-    withheld cluster goes back as the global centroid ``given`` by the
-    server, with count 0 and 0 in each of ``more`` (supports), which the
-    server treats as a cluster this client has no rows of. Returns
-    ``(centroids, counts, *more)`` as new arrays.
+    assignment may leave a cluster empty that a later local step fills), or
+    when its centroid equals a value fewer than p of the local rows ``X``
+    hold (:func:`exposed`). A withheld cluster goes back as the global
+    centroid ``given`` by the server, with count 0 and 0 in each of ``more``
+    (supports), which the server treats as a cluster this client has no rows
+    of. Returns ``(centroids, counts, *more)`` as new arrays.
     """
-    small = (sizes < p) | ((counts > 0) & (counts < p))
+    small = (sizes < p) | ((counts > 0) & (counts < p)) | exposed(X, centroids, p)
     centroids = np.where(small[:, None], given, centroids)
     return (centroids, *(np.where(small, 0.0, a) for a in (counts, *more)))
 
 
-def keep_large(counts: np.ndarray, p: int) -> np.ndarray:
-    """Mask of the local clusters of at least p rows (the others are left out of a reply)."""
-    return counts >= p
+def keep_large(X, centroids: np.ndarray, counts: np.ndarray, p: int) -> np.ndarray:
+    """Mask of the local clusters a reply may carry (the others are left out of it).
+
+    A cluster is kept when it has at least p rows and its centroid equals no
+    value that fewer than p of the local rows ``X`` hold (:func:`exposed`).
+    """
+    return (counts >= p) & ~exposed(X, centroids, p)
+
+
+def exposed(X, centroids: np.ndarray, p: int) -> np.ndarray:
+    """Mask of the ``centroids`` equal to a value that 1 to p - 1 of the local rows hold.
+
+    Exact comparison of float64 values (-0.0 equals 0.0): a centroid within
+    rounding of a row is not that row. A centroid that p or more local rows
+    equal reveals a value shared by p rows and is not exposed (see the
+    module's "Identical rows").
+    """
+    holders, _ = _equal_rows(to_numpy(X), np.asarray(centroids, dtype=np.float64))
+    return (holders > 0) & (holders < p)
 
 
 def private_bounds(X, p: int) -> tuple[np.ndarray, np.ndarray]:
@@ -122,8 +151,9 @@ def check_reply(X, summary: ClientSummary, p: int, given: np.ndarray | None) -> 
     """Verify that ``summary`` respects the floor before it leaves the client.
 
     No count may lie between 0 and p (exclusive), and no centroid may equal a
-    local row (which catches a centroid of one row whatever its count; a
-    centroid of 0 count that is not the one the request carried is made of
+    value that fewer than p local rows hold (which catches a centroid of one
+    row whatever its count, and lets through a cluster of p identical rows;
+    a centroid of 0 count that is not the one the request carried is made of
     at least p rows by the step that sent it); the client must hold at least
     p rows.
 
@@ -147,9 +177,11 @@ def check_reply(X, summary: ClientSummary, p: int, given: np.ndarray | None) -> 
     returned = np.zeros(len(centroids), dtype=bool)
     if given is not None and given.shape == centroids.shape:
         returned = np.all(centroids == given, axis=1)
-    sent = centroids[~returned]
-    if len(sent) and (row := _first_row_among(to_numpy(X), sent)) is not None:
-        raise PrivacyFloorError(f"a centroid equals local row {row} exactly")
+    holders, first = _equal_rows(to_numpy(X), centroids)
+    for j in np.flatnonzero(~returned & (holders > 0) & (holders < p)):
+        raise PrivacyFloorError(
+            f"centroid {j} equals local row {first[j]} exactly, a value {holders[j]} local row(s) "
+            f"hold, fewer than min-cluster-size {p}")
 
 
 def _check_over_all_rows(X, summary: ClientSummary, p: int) -> None:
@@ -165,18 +197,22 @@ def _check_over_all_rows(X, summary: ClientSummary, p: int) -> None:
         check_rows(summary.n, max(p, MOMENTS_MIN_ROWS))
 
 
-def _first_row_among(X: np.ndarray, centroids: np.ndarray) -> int | None:
-    """The index of a row of ``X`` equal to one of ``centroids``, if any (exact comparison).
+def _equal_rows(X: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per centroid, how many rows of ``X`` equal it exactly, and the first of them (-1: none).
 
     Rows are hashed (their float64 bit patterns, -0.0 as 0.0) in one pass; only
-    rows whose hash matches a centroid's are compared.
+    rows whose hash matches a centroid's are compared, with that centroid.
     """
-    rows = _row_hashes(np.asarray(X, dtype=np.float64))
-    wanted = _row_hashes(centroids)
-    for index in np.flatnonzero(np.isin(rows, wanted)):
-        if np.any(np.all(centroids == X[index], axis=1)):
-            return int(index)
-    return None
+    X = np.asarray(X, dtype=np.float64)
+    holders = np.zeros(len(centroids), dtype=np.int64)
+    first = np.full(len(centroids), -1, dtype=np.int64)
+    rows, wanted = _row_hashes(X), _row_hashes(centroids)
+    for j in np.flatnonzero(np.isin(wanted, rows)):
+        same = np.flatnonzero(rows == wanted[j])
+        equal = same[np.all(X[same] == centroids[j], axis=1)]
+        holders[j] = len(equal)
+        first[j] = equal[0] if len(equal) else -1
+    return holders, first
 
 
 def _row_hashes(A: np.ndarray) -> np.ndarray:

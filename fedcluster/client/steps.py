@@ -73,12 +73,14 @@ def bounds_request(X, centroids, config: dict) -> ClientSummary:
 def local_kmeans_request(X, centroids, config: dict) -> ClientSummary:
     """k-means++ and Lloyd on the local rows; ``k`` is capped at the number of distinct rows.
 
-    Privacy floor: local clusters of fewer than ``min-cluster-size`` rows are
-    left out of the reply, so a client may send fewer than ``k`` centroids
-    (the server clusters whatever centroids it gets, weighted by counts).
+    Privacy floor: local clusters of fewer than ``min-cluster-size`` rows, and
+    those whose centroid equals a value that fewer local rows hold, are left
+    out of the reply (:func:`.privacy.keep_large`), so a client may send fewer
+    than ``k`` centroids, none at all when every cluster is small (the server
+    clusters whatever centroids it gets, weighted by counts).
     """
     k = request_setting(config, "k", int, positive)
-    check_rows(int(X.shape[0]), min_cluster_size(config), k)
+    check_rows(int(X.shape[0]), min_cluster_size(config))
     distinct = int(np.unique(to_numpy(X), axis=0).shape[0])
     result = kmeans(
         X,
@@ -88,7 +90,6 @@ def local_kmeans_request(X, centroids, config: dict) -> ClientSummary:
         tol=request_setting(config, "tol", float, non_negative),
         chunk_size=chunk_size(config),
     )
-    counts = to_numpy(result.counts)
-    keep = keep_large(counts, min_cluster_size(config))
-    return ClientSummary(n=int(X.shape[0]), centroids=to_numpy(result.centroids)[keep],
-                         counts=counts[keep])
+    centroids, counts = to_numpy(result.centroids), to_numpy(result.counts)
+    keep = keep_large(X, centroids, counts, min_cluster_size(config))
+    return ClientSummary(n=int(X.shape[0]), centroids=centroids[keep], counts=counts[keep])

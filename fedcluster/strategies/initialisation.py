@@ -140,9 +140,22 @@ def kfed_init(strategy: ClusteringStrategy, federation: Federation, k_prime: int
 
 
 def kfed_from_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSummary]) -> np.ndarray:
-    """k-FED's central step over the accepted replies, sorted by their content."""
-    return kfed_centres([s.centroids for s in exchange.in_content_order()], strategy.k,
-                        rng=strategy.rng)
+    """k-FED's central step over the accepted replies, sorted by their content.
+
+    A client that withheld every local cluster (below the privacy floor) sent
+    no centre; it neither starts the traversal nor takes part in it.
+
+    Raises
+    ------
+    RunFailed
+        The clients sent fewer than ``k`` distinct centres (none at all when
+        every client withheld every cluster).
+    """
+    try:
+        return kfed_centres([s.centroids for s in exchange.in_content_order() if len(s.centroids)],
+                            strategy.k, rng=strategy.rng)
+    except ValueError as exc:
+        raise RunFailed(str(exc)) from None
 
 
 def keep_common_dimension(exchange: Exchange[ClientSummary], dim_of, what: str = "init") -> None:

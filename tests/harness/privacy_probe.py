@@ -46,11 +46,15 @@ def recorded(directory: str | Path) -> list[dict[str, np.ndarray]]:
 def leaks(replies: list[dict[str, np.ndarray]], X: np.ndarray, p: int) -> list[str]:
     """What in ``replies`` breaks the privacy floor for the data ``X`` (all clients' rows).
 
-    A leak is any row of any 2-D array equal to a data row, a per-feature value
-    of a bounds reply equal to the exact minimum or maximum of that feature on
-    any client, or a centroid sent with a count between 0 and ``p``.
+    A leak is any row of any 2-D array equal to a data row that fewer than
+    ``p`` rows of ``X`` hold (a value p identical rows share is what the floor
+    allows; duplicates are counted over ``X``, which is one client's count
+    when no value is shared between clients), a per-feature value of a bounds
+    reply equal to the exact minimum or maximum of that feature on any client,
+    or a centroid sent with a count between 0 and ``p``.
     """
-    rows = {row.tobytes() for row in np.asarray(X, dtype=np.float64) + 0.0}
+    values, holders = np.unique(np.asarray(X, dtype=np.float64) + 0.0, axis=0, return_counts=True)
+    rows = {row.tobytes() for row in values[holders < p]}
     found = []
     for reply in replies:
         kind = str(reply["message_type"])

@@ -21,14 +21,16 @@ def lloyd_request(X, centroids, config: dict) -> ClientSummary:
     distances to the global centroids; both come from the first assignment.
     Empty clusters keep their global centroid. Privacy floor: a cluster of
     fewer than ``min-cluster-size`` rows, in the first assignment or in the
-    last (the one behind the sent centroid), is withheld like an empty one:
-    its global centroid goes back with count 0, which the server's weighted
-    mean leaves out (eq. 4-5).
+    last (the one behind the sent centroid), or whose centroid equals a value
+    fewer local rows hold, is withheld like an empty one: its global centroid
+    goes back with count 0, which the server's weighted mean leaves out
+    (eq. 4-5). A client of fewer than ``min-cluster-size * k`` rows thus sends
+    the clusters it can and withholds the others.
     """
     xp = namespace_of(X)
     given = need_centroids(centroids)
     p = min_cluster_size(config)
-    check_rows(int(X.shape[0]), p, len(given))
+    check_rows(int(X.shape[0]), p)
     result = lloyd(
         X,
         xp.asarray(given),
@@ -36,7 +38,7 @@ def lloyd_request(X, centroids, config: dict) -> ClientSummary:
         tol=request_option(config, DWFOptions, "tol"),
         chunk_size=chunk_size(config),
     )
-    sent, counts = withhold_small(to_numpy(result.centroids), to_numpy(result.first.counts),
+    sent, counts = withhold_small(X, to_numpy(result.centroids), to_numpy(result.first.counts),
                                   to_numpy(result.counts), p, given)
     return ClientSummary(n=int(X.shape[0]), centroids=sent, counts=counts,
                          sse=float(result.first.inertia))

@@ -9,6 +9,10 @@ the centroid-radius pairs with their cluster sizes
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from ...numerics import namespace_of
 from .kernels import feca_client_update
 from ...messages import ClientSummary, request_option
@@ -29,14 +33,18 @@ def feca_request(X, centroids, config: dict) -> ClientSummary:
     ``"theoretical"``). The reply carries the kept centroids, their ``radii``
     and ``counts`` (cluster sizes); the request's global centroids, if any,
     are not used. Privacy floor: the local k-means leaves out clusters of
-    fewer than ``min-cluster-size`` rows, and so does the reply after the
-    refinement (whose reassignment may leave a centroid with fewer rows);
-    the server groups whatever centroid-radius pairs it gets.
+    fewer than ``min-cluster-size`` rows (and those whose centroid equals a
+    value fewer local rows hold), and so does the reply after the refinement
+    (whose reassignment may leave a centroid with fewer rows); a client all
+    of whose local clusters are small sends no pair. The server groups
+    whatever centroid-radius pairs it gets.
     """
     radius = request_option(config, FeCAOptions, "radius")
     local = local_kmeans_request(X, None, config)
+    if not len(local.centroids):  # every local cluster is below the floor: nothing to refine
+        return dataclasses.replace(local, radii=np.zeros(0))
     update = feca_client_update(X, namespace_of(X).asarray(local.centroids), radius=radius,
                                 chunk_size=chunk_size(config))
-    keep = keep_large(update.counts, min_cluster_size(config))
+    keep = keep_large(X, update.centroids, update.counts, min_cluster_size(config))
     return ClientSummary(n=int(X.shape[0]), centroids=update.centroids[keep],
                          counts=update.counts[keep], radii=update.radii[keep])

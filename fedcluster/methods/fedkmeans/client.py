@@ -25,8 +25,8 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
     local centroids and the last epoch's cluster sizes (``centroids``,
     ``counts``) and the sum of squared distances of the local points to
     their nearest global centroid (``sse``). Privacy floor: a cluster of
-    fewer than ``min-cluster-size`` rows in the last epoch is withheld like
-    an empty one: its global centroid goes back with count 0, which the
+    fewer than ``min-cluster-size`` rows in the last epoch, or whose centroid
+    equals a value fewer local rows hold, is withheld like an empty one: its global centroid goes back with count 0, which the
     server's count-weighted mean leaves out (:mod:`.privacy`).
     """
     xp = namespace_of(X)
@@ -43,5 +43,5 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
         chunk_size=chunk_size(config),
     )
     counts = to_numpy(result.counts)
-    sent, counts = withhold_small(to_numpy(result.centroids), counts, counts, p, given)
+    sent, counts = withhold_small(X, to_numpy(result.centroids), counts, counts, p, given)
     return ClientSummary(n=int(X.shape[0]), centroids=sent, counts=counts, sse=result.inertia)

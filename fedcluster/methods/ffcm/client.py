@@ -31,14 +31,15 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
 
     Privacy floor: a fuzzy centre is a weighted mean of all local rows, but one
     whose crisp cluster has fewer than ``min-cluster-size`` rows is dominated
-    by those few rows; it is withheld (the global centre goes back with
+    by those few rows; it is withheld, as is a centre equal to a value fewer
+    local rows hold (the global centre goes back with
     support and count 0, so eq. 8 and 9 leave this client out of it). A
     choice of fedcluster's; the paper sends every centre.
     """
     xp = namespace_of(X)
     given = need_centroids(centroids)
     p = min_cluster_size(config)
-    check_rows(int(X.shape[0]), p, len(given))
+    check_rows(int(X.shape[0]), p)
     step = fuzzy_step(
         X,
         xp.asarray(given),
@@ -46,7 +47,7 @@ def round_request(X, centroids, config: dict) -> ClientSummary:
         chunk_size=chunk_size(config),
     )
     counts = to_numpy(step.counts)
-    centres, counts, supports = withhold_small(to_numpy(step.centres), counts, counts, p, given,
+    centres, counts, supports = withhold_small(X, to_numpy(step.centres), counts, counts, p, given,
                                                to_numpy(step.supports))
     return ClientSummary(n=int(X.shape[0]), centroids=centres, counts=counts, sse=step.inertia,
                          weights=supports)

@@ -111,6 +111,8 @@ class MatchAveraging(OneShotStrategy):
         """Match the clients' centroid sets and average the matched centroids."""
         summaries = exchange.in_content_order()
         sets = [c for c in (s.centroids[s.counts > 0] for s in summaries) if len(c)]
+        if not sets:  # every client withheld every cluster (below the privacy floor)
+            return None
         result = best_match_average(sets)
         self._local = (np.concatenate(sets),
                        np.concatenate([s.counts[s.counts > 0] for s in summaries]))
