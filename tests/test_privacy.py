@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 
 import numpy as np
 import pytest
@@ -642,3 +643,80 @@ def test_saved_privacy_results_render_to_a_table(capsys):
     table = capsys.readouterr().out
     assert "nan" not in table.lower()
     assert sum(line.startswith("| ") for line in table.splitlines()) > len(saved)
+
+
+# -- a data owner's own floor ---------------------------------------------------------------------
+def test_a_data_owner_refuses_a_run_beyond_its_floor_over_flower_messages(tmp_path):
+    """Node 0 accepts epsilon 0.5 at most, node 1 only distributed DP: both refuse a central
+    run of epsilon 1 with their reason; the other three go on (the threshold of 5 is 3)."""
+    _, parts = s1_parts(clients=5)
+    nodes = save_parts(tmp_path / "parts", parts)
+    nodes[0]["dp-max-epsilon"] = 0.5
+    nodes[1]["dp-require"] = "distributed"
+    probe = Probe(FlowerFederation(InProcessGrid(build_client_app(), nodes)))
+    result = build_strategy(config(**{"dp": "central", "secure-aggregation": True,
+                                      "dp-epsilon": 1.0, "num-server-rounds": 2, "tol": 0.0})
+                            ).fit(probe)
+    assert result.rounds == 2 and result.history[-1].clients_answered == 3
+    errors = {a.error for a in probe.seen if a.error}
+    assert any("dp-epsilon 1 is above this client's floor: node config dp-max-epsilon = 0.5" in e
+               for e in errors)
+    assert any("this client answers only dp = distributed (node config dp-require = "
+               "distributed); this request has dp = central" in e for e in errors)
+
+
+def test_a_client_that_requires_dp_refuses_a_request_without_it():
+    _, parts = s1_parts(clients=2)
+    request = Request(SUMS, {"data-bounds": "", "dp-clip": 0.0, "dp-client-noise": 0.0,
+                             "chunk-size": 4096, "device": "cpu"}, np.zeros((K, 2)))
+    with pytest.raises(ProtocolError, match="answers only requests under differential privacy "
+                                            r"\(node config dp-require = any\); this one has dp = off"):
+        respond(parts[0], request, {"dp-require": "any"})
+
+
+def masked_request(parts, inner_config: dict) -> tuple:
+    """Three clients through setup and share (threshold 2); node 0's masked request of ``inner_config``."""
+    federation = InMemoryFederation(parts)
+    base = {secagg.ID_KEY: "a"}
+    keys = {n: respond(parts[n], Request(secagg.SETUP, base), {}, federation.sessions[n], n).payload
+            for n in range(3)}
+    shares = {n: respond(parts[n], Request(secagg.SHARE, {
+        **base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": 2, "neighbours": 0,
+        "participants": 3, "pk1": [keys[m]["pk1"] for m in range(3)],
+        "pk2": [keys[m]["pk2"] for m in range(3)]}), {}, federation.sessions[n], n).payload
+        for n in range(3)}
+    sources = [1, 2]
+    cts = [shares[n]["ct"][secagg.node_list(shares[n]["dst"]).index(0)] for n in sources]
+    request = Request(secagg.MASKED, {
+        **inner_config, **base, secagg.INNER_KIND_KEY: SUMS, secagg.FIELDS_KEY: "sums,counts",
+        secagg.BITS_KEY: 24, "src": secagg.node_bytes(sources), "ct": cts}, np.full((K, 2), 5e5))
+    return request, federation.sessions[0]
+
+
+def test_a_client_never_sends_a_distributed_share_with_less_noise_than_its_own():
+    """Its own share is z Delta / sqrt(t), t the threshold it accepted at the share stage (2):
+    noise 0, or a hair below, is refused naming both; exactly its own is answered. The same
+    request outside secure aggregation is refused whatever its noise."""
+    _, parts = s1_parts(clients=3)
+    z = calibrate(1.0, 1e-5, 3)
+    own = z * Clipping.declared(BOUNDS, 0.0, 2).sensitivity / math.sqrt(2)
+    inner = {"data-bounds": BOUNDS, "dp-clip": 0.0, "chunk-size": 4096, "device": "cpu",
+             "min-cluster-size": 2, "dp": "distributed", "dp-epsilon": 1.0, "dp-delta": 1e-5,
+             "dp-noise-multiplier": z, "dp-rounds": 3}
+    for noise in (0.0, own * (1 - 1e-9)):
+        request, session = masked_request(parts, {**inner, "dp-client-noise": noise})
+        with pytest.raises(ProtocolError, match=re.escape(f"dp-client-noise {noise:g} is below "
+                                                          f"this client's own share {own:g}")):
+            respond(parts[0], request, {}, session, 0)
+    request, session = masked_request(parts, {**inner, "dp-client-noise": own})
+    assert "masked" in respond(parts[0], request, {}, session, 0).payload
+    # Too few rounds for the multiplier's epsilon, or a floor above the request's: refused.
+    request, session = masked_request(parts, {**inner, "dp-client-noise": own, "dp-rounds": 30})
+    with pytest.raises(ProtocolError, match="over 30 round"):
+        respond(parts[0], request, {}, session, 0)
+    request, session = masked_request(parts, {**inner, "dp-client-noise": own})
+    with pytest.raises(ProtocolError, match="below this client's floor: node config "
+                                            "dp-min-noise-multiplier = 10"):
+        respond(parts[0], request, {"dp-min-noise-multiplier": 10}, session, 0)
+    with pytest.raises(ProtocolError, match="sends its sums only masked"):
+        respond(parts[0], Request(SUMS, {**inner, "dp-client-noise": own}, np.full((K, 2), 5e5)), {})
