@@ -720,3 +720,14 @@ def test_a_client_never_sends_a_distributed_share_with_less_noise_than_its_own()
         respond(parts[0], request, {"dp-min-noise-multiplier": 10}, session, 0)
     with pytest.raises(ProtocolError, match="sends its sums only masked"):
         respond(parts[0], Request(SUMS, {**inner, "dp-client-noise": own}, np.full((K, 2), 5e5)), {})
+
+
+def test_the_estimator_refuses_a_delta_of_a_row_or_more_before_it_starts():
+    from fedcluster.estimator import FederatedKMeans
+
+    parts = [np.random.default_rng(i).random((150, 2)) for i in range(2)]
+    model = FederatedKMeans(k=2, dp="central", secure_aggregation=True, data_bounds="0:1",
+                            init="random", dp_delta=0.005)
+    with pytest.raises(ConfigError, match=re.escape("dp-delta 0.005 is not below 1 / rows = "
+                                                    "0.00333 (300 rows in all)")):
+        model.fit(parts)
