@@ -280,7 +280,7 @@ def test_a_resumed_dp_run_stops_where_the_budget_stops_the_uninterrupted_one(s1,
 
 
 def test_a_distributed_dp_run_resumes_to_the_same_budget(s1, tmp_path):
-    """Under secure aggregation each client draws its noise from its own entropy: the
+    """Each client draws its noise with OpenDP's secure generator: the
     centroids differ from run to run, the rounds and each round's epsilon do not."""
     config = dp_config(**{"dp": "distributed", "secure-aggregation": True,
                           "num-server-rounds": 4, "momentum": 0.0})

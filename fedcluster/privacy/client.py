@@ -68,6 +68,7 @@ NODE_MIN_NOISE = "dp-min-noise-multiplier"
 #: Node-config key: ``"any"`` (answer only requests under central or distributed DP) or
 #: ``"distributed"`` (only distributed DP, the noise the client adds and checks itself).
 NODE_REQUIRE = "dp-require"
+#: ``dp-require`` -> the request's ``dp`` modes it accepts.
 DP_MODES = {"any": ("central", "distributed"), "distributed": ("distributed",)}
 
 
@@ -82,7 +83,6 @@ class Masking:
 
     threshold: int
     fraction_bits: int
-
 
 
 #: The assignment behind a sum-form reply: ``(X, given centroids, clipping or None, config)`` ->
