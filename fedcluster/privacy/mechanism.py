@@ -29,20 +29,23 @@ The choices the literature leaves open, as fedcluster makes them:
   ``sigma = z * Delta`` (``z``: the noise multiplier): each sum coordinate
   gets noise of scale ``sigma``, each count of scale ``sigma / w``, both
   discrete Gaussians on the grid ``2^-f`` (``f``: ``secagg-fraction-bits``).
-* **The noise** is OpenDP's discrete Gaussian (only its sampler: the privacy
-  is counted by :mod:`.accountant`), drawn from OpenDP's cryptographically
-  secure generator, not from the run's seed: it cannot be drawn again by
-  anyone who knows the settings, and a run under DP is not reproducible. A
-  discrete Gaussian of scale ``sigma`` is at least as private as the
-  continuous one the accountant counts (Canonne, Kamath & Steinke 2020).
-  The values are rounded to the grid before the noise: a row then moves the
-  released vector by up to ``sqrt(n) 2^-f`` more than ``Delta`` (``n``
-  values; below ``1e-5`` for ``f = 24`` and ``n`` up to 10^4), which the
-  accountant does not count.
   ``w = R / d^(1/4)`` minimises the expected squared error of a noisy centroid
   ``(S + e) / (N + f)`` to first order for a centroid at distance ``R`` from
   the centre (the error is ``(d sigma_S^2 + ||c'||^2 sigma_N^2) / N^2``;
   minimising over ``w^2`` gives ``w^2 = R ||c'|| / sqrt(d)``).
+* **The noise** is OpenDP's discrete Gaussian (only its sampler: the privacy
+  is counted by :mod:`.accountant`), drawn from OpenDP's cryptographically
+  secure generator, not from the run's seed: it cannot be drawn again by
+  anyone who knows the settings, and a run under DP is not reproducible.
+  Canonne, Kamath & Steinke (2020, "The discrete Gaussian for differential
+  privacy") show that the discrete Gaussian of scale ``sigma`` has the
+  concentrated-DP guarantee of the continuous one (``rho = Delta^2 / (2
+  sigma^2)``, for vectors on a grid too) and an approximate-DP curve that is
+  no worse in their comparisons; the accountant counts it as the continuous
+  Gaussian of scale ``sigma``. The values are rounded to the grid before the
+  noise: a row then moves the released vector by up to ``sqrt(n) 2^-f`` more
+  than ``Delta`` (``n`` values; below ``1e-5`` for ``f = 24`` and ``n`` up to
+  10^4), which the accountant does not count.
 * **Soft assignments** (``ffcm-avg1``, :func:`fedcluster.methods.ffcm.client.fuzzy_sums_request`):
   a row adds ``u_j^m x'`` to every cluster's sum and ``u_j^m`` to its count,
   with memberships ``u_j`` in [0, 1] that sum to 1 and ``m > 1``. The change
@@ -200,15 +203,9 @@ def add_noise(sums: np.ndarray, counts: np.ndarray, sigma: float, count_weight: 
     Gaussian on that grid (``make_gaussian`` with ``k = -grid_bits``): drawn
     from OpenDP's cryptographically secure generator with exact arithmetic,
     never from a seed of the run, so nobody, the server included, can draw
-    the same noise again and subtract it. Its privacy: a discrete Gaussian
-    of scale ``sigma`` on the integers (here, on the grid scaled by
-    ``2^grid_bits``, with the sensitivity scaled alike) is at least as
-    private as the continuous Gaussian of the same scale that the
-    accountant counts (Canonne, Kamath & Steinke 2020, "The discrete
-    Gaussian for differential privacy"), so the accountant's epsilon holds
-    for it. The rounding of the input to the grid is post-processing of the
-    rows' contribution, at most ``2^-(grid_bits+1)`` per value, and does not
-    change the sensitivity beyond that; fedcluster does not count it.
+    the same noise again and subtract it. What the accountant may count for
+    it, and the rounding it does not count: the module docstring, "The
+    noise".
     """
     noisy_sums = _discrete_gaussian(sums, sigma, grid_bits)
     noisy_counts = _discrete_gaussian(counts, sigma / count_weight, grid_bits)
