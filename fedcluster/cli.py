@@ -17,6 +17,7 @@ from .config import ConfigError, RunConfig
 from .methods import COMMON_OPTIONS, METHODS
 from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
 from .data.partition import SPLIT_HELP
+from .privacy.options import check_delta_for_rows
 from .server.artifacts import format_result, read_model, result_to_dict
 from .submit import add_submit_parser
 
@@ -60,6 +61,7 @@ def _simulate(args: argparse.Namespace) -> int:
         "min-nodes": args.clients, "resume-from": str(args.resume or ""),
     })
     _check_row_length(config, dataset)
+    check_delta_for_rows(config, n)
     if args.resume is not None:  # a wrong or damaged checkpoint fails here, before Ray starts
         from .methods import build_strategy
         from .server.checkpoint import resume_point

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from .config import RunConfig
+from .config import ConfigError, RunConfig
 from .data import validate_points
 from .numerics import assign, cluster_stats
+from .privacy.options import check_delta_for_rows
 from .results import RunResult
 
 _DEFAULT = {name: field.default for name, field in RunConfig.model_fields.items()}
@@ -155,6 +156,10 @@ class FederatedKMeans:
         """
         config = self.config()
         checked = [validate_points(X, source=f"client {i}") for i, X in enumerate(parts)]
+        try:
+            check_delta_for_rows(config, sum(len(X) for X in checked))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if backend == "memory":
             from .federation.memory import InMemoryFederation
             from .preprocessing import fit_method

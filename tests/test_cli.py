@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -199,3 +200,32 @@ def test_a_run_whose_clients_all_fail_exits_1_with_one_line(tmp_path):
     assert last.startswith("fedcluster: error: round 1: 0 of 3 clients answered usably"), last
     assert "client data has dimension 2, the global model 3" in last
     assert not (tmp_path / "out" / "model.pb").exists()
+
+
+DP = ["--dp", "central", "--secure-aggregation", "true", "--data-bounds", "0:1e6", "--init", "random"]
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    ([*DP, "--dp-epsilon", "1e6"], "invalid value for 'dp-epsilon': 1000000.0"),
+    ([*DP, "--dp-delta", "0.5"], "invalid value for 'dp-delta': 0.5"),
+    ([*DP, "--dp-delta", "0.001"], "dp-delta 0.001 is not below 1 / rows = 0.0002 (5000 rows in all)"),
+    ([*DP, "--dp-noise-multiplier", "0.01"], "dp-noise-multiplier 0.01 is below 0.05"),
+    ([*DP, "--dp-noise-multiplier", "0.5"], "dp-noise-multiplier 0.5 spends epsilon 9.997 in one "
+                                             "round at dp-delta 1e-05, more than dp-epsilon 1"),
+])
+def test_simulate_refuses_dp_settings_beyond_the_limits_in_seconds(tmp_path, capsys, monkeypatch,
+                                                                   argv, says):
+    """--dp-epsilon 1e6 once had the accountant take 19.6 GB; now refused at once, naming
+    the value and the limit."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("fedcluster.simulation.simulate",
+                        lambda *a, **k: pytest.fail("the simulation must not start"))
+    started = time.monotonic()
+    assert main(["simulate", *argv, "--out", str(tmp_path / "out")]) == 2
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert err.startswith("fedcluster: error: ") and says in err
+    if "1e6" in argv:
+        assert "100" in err
+    if "0.5" in argv and "--dp-delta" in argv:
+        assert "0.01" in err

@@ -7,7 +7,10 @@ mid-round leaves a correct total of the others. SecAgg+ (``secagg-neighbours``):
 the same with each client's keys, shares and masks among its neighbours only,
 and a client refuses a neighbourhood or a threshold it cannot accept. DP: the accountant matches a
 hand-computed composition of Gaussian mechanisms, the budget stops a run
-cleanly, noise 0 gives the plain method, and runs are reproducible for a seed.
+cleanly, noise 0 gives the plain method; the noise (OpenDP's discrete Gaussian) is fresh in
+every run, of the calibrated spread, on the fixed-point grid, and cannot be regenerated from
+the seed the model file records. A data owner's own floor (node config) refuses a run below it,
+and a client never sends a distributed share with less noise than it computes itself.
 ``ffcm-avg1`` (fuzzy sums and supports) is held to the same as ``dwf``.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 
 import numpy as np
 import pytest
@@ -37,7 +41,7 @@ from fedcluster.privacy.checks import TotalCheck
 from fedcluster.privacy.accountant import calibrate, epsilon_spent
 from fedcluster.methods.ffcm.client import FUZZY_SUMS
 from fedcluster.privacy.kinds import SUMS
-from fedcluster.privacy.mechanism import Clipping, centroids_from_totals, parse_bounds
+from fedcluster.privacy.mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
 from fedcluster.privacy.server import secure_sum
 from fedcluster.server.artifacts import read_model, write_run
 from harness.inprocess import InProcessGrid
@@ -462,11 +466,14 @@ def test_the_budget_stops_a_run_cleanly_and_the_model_file_records_it(tmp_path):
     assert "epsilon" in (tmp_path / "history.csv").read_text().splitlines()[0]
 
 
-def test_dp_with_no_noise_is_the_plain_step_of_dwf_fedkmeans_and_ffcm_avg1(tmp_path):
+def test_dp_with_no_noise_is_the_plain_step_of_dwf_fedkmeans_and_ffcm_avg1(tmp_path, monkeypatch):
     """ffcm-avg1 starts where no client has a crisp cluster of one row: the plain client
     would withhold that centre (the floor), the sum form does not. DP runs over secure
     aggregation, so the totals are the plain ones within the fixed-point precision (fuzzy
-    supports are rounded too: rtol 1e-7 for ffcm-avg1, as over Flower messages)."""
+    supports are rounded too: rtol 1e-7 for ffcm-avg1, as over Flower messages). The
+    server's noise is left out, not the request's multiplier: the clients would refuse a
+    request of multiplier 0."""
+    monkeypatch.setattr("fedcluster.privacy.server.add_noise", lambda sums, counts, *_: (sums, counts))
     X, parts = s1_parts()
     for algorithm, extra, seed, rtol in (("dwf", {"lr": 0.7, "momentum": 0.2}, 1, 1e-9),
                                          ("fedkmeans", {"client-lr": 0.5, "reseed-fraction": 0.0},
@@ -477,23 +484,59 @@ def test_dp_with_no_noise_is_the_plain_step_of_dwf_fedkmeans_and_ffcm_avg1(tmp_p
         common = {"algorithm": algorithm, "init": str(start), "num-server-rounds": 5, "tol": 0.0,
                   **extra}
         private = build_strategy(config(**common, **{"dp": "central", "secure-aggregation": True}))
-        private.private.budget.noise_multiplier = 0.0  # sigma = 0: the mechanism adds nothing
-        private.private.budget.epsilon = math.inf
         dp = private.fit(InMemoryFederation(parts))
         plain = build_strategy(config(**common)).fit(InMemoryFederation(parts))
         np.testing.assert_allclose(dp.centroids, plain.centroids, rtol=rtol, atol=1e-6)
 
 
-@pytest.mark.parametrize("algorithm", ["dwf", "ffcm-avg1"])
-def test_dp_runs_are_reproducible_for_a_seed(algorithm):
-    _, parts = s1_parts()
-    settings = {"algorithm": algorithm, "dp": "central", "secure-aggregation": True,
-                "dp-epsilon": 1.0, "num-server-rounds": 5}
-    a = build_strategy(config(**settings)).fit(InMemoryFederation(parts))
-    b = build_strategy(config(**settings)).fit(InMemoryFederation(parts))
-    c = build_strategy(config(**settings, seed=2)).fit(InMemoryFederation(parts))
-    assert np.array_equal(a.centroids, b.centroids) and not np.array_equal(a.centroids, c.centroids)
-    assert a.rounds == 5 and a.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+@pytest.mark.parametrize(("algorithm", "dp"), [("dwf", "central"), ("dwf", "distributed"),
+                                              ("ffcm-avg1", "central")])
+def test_dp_noise_is_fresh_in_every_run_while_a_run_without_noise_repeats(algorithm, dp):
+    _, parts = s1_parts(clients=4)
+    settings = {"algorithm": algorithm, "secure-aggregation": True, "num-server-rounds": 3}
+    a, b = (build_strategy(config(**settings, **{"dp": dp, "dp-epsilon": 1.0})
+                           ).fit(InMemoryFederation(parts)) for _ in range(2))
+    assert not np.array_equal(a.centroids, b.centroids) and not np.array_equal(a.counts, b.counts)
+    assert a.rounds == 3 and a.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+    plain = [build_strategy(config(**settings)).fit(InMemoryFederation(parts)) for _ in range(2)]
+    assert np.array_equal(plain[0].centroids, plain[1].centroids)
+
+
+def test_the_seed_in_the_model_file_does_not_give_the_central_noise_away(tmp_path):
+    """The attack on the old noise: it came from default_rng([seed, 0xD9]), whose seed the
+    model file records. Regenerate that noise, subtract it from the released noisy counts:
+    what is left differs from the true counts by noise of the calibrated size, not by 0."""
+    X, parts = s1_parts()
+    start = tmp_path / "start.npy"
+    np.save(start, X[np.random.default_rng(3).choice(len(X), K, replace=False)])
+    result = build_strategy(config(**{"dp": "central", "secure-aggregation": True,
+                                      "init": str(start), "num-server-rounds": 1, "tol": 0.0})
+                            ).fit(InMemoryFederation(parts))
+    model = read_model(write_run(result, tmp_path)["model"])
+    seed, epsilon, delta = (model.settings[key] for key in ("seed", "dp-epsilon", "dp-delta"))
+    clipping = Clipping.declared(model.settings["data-bounds"], model.settings["dp-clip"], 2)
+    sigma = calibrate(epsilon, delta, 1) * clipping.sensitivity
+    rng = np.random.default_rng([seed, 0xD9])
+    rng.normal(0.0, sigma, size=(K, 2))  # the old noise of the sums came first
+    regenerated = rng.normal(0.0, sigma / clipping.count_weight, size=K)
+    true_counts = np.bincount(np.argmin(((X[:, None] - np.load(start)[None]) ** 2).sum(-1), axis=1),
+                              minlength=K)
+    assert np.all(true_counts > 20) and np.all(model.counts > 0)  # no count clipped at 0
+    residual = model.counts - regenerated - true_counts
+    spread = sigma / clipping.count_weight  # the released noise minus an independent draw
+    assert np.sqrt(np.mean(residual ** 2)) > 0.4 * spread and np.abs(residual).max() > 1
+
+
+def test_the_noise_has_the_calibrated_spread_and_lies_on_the_fixed_point_grid():
+    sigma, weight, bits = 3.0, 0.25, 24
+    sums, counts = add_noise(np.zeros((10_000, 2)), np.zeros(20_000), sigma, weight, bits)
+    assert np.std(sums) == pytest.approx(sigma, rel=0.03)
+    assert np.std(counts) == pytest.approx(sigma / weight, rel=0.03)
+    for noisy in (sums, counts):
+        assert np.array_equal(noisy * 2.0 ** bits, np.round(noisy * 2.0 ** bits))
+    # Whatever the input, the output is on the grid: a client's share is a fixed-point number.
+    shifted, _ = add_noise(np.full((4, 2), 0.1), np.zeros(4), 1e-3, 1.0, 8)
+    assert np.array_equal(shifted * 256, np.round(shifted * 256))
 
 
 @pytest.mark.parametrize("algorithm", ["dwf", "ffcm-avg1"])
@@ -608,3 +651,91 @@ def test_saved_privacy_results_render_to_a_table(capsys):
     table = capsys.readouterr().out
     assert "nan" not in table.lower()
     assert sum(line.startswith("| ") for line in table.splitlines()) > len(saved)
+
+
+# -- a data owner's own floor ---------------------------------------------------------------------
+def test_a_data_owner_refuses_a_run_beyond_its_floor_over_flower_messages(tmp_path):
+    """Node 0 accepts epsilon 0.5 at most, node 1 only distributed DP: both refuse a central
+    run of epsilon 1 with their reason; the other three go on (the threshold of 5 is 3)."""
+    _, parts = s1_parts(clients=5)
+    nodes = save_parts(tmp_path / "parts", parts)
+    nodes[0]["dp-max-epsilon"] = 0.5
+    nodes[1]["dp-require"] = "distributed"
+    probe = Probe(FlowerFederation(InProcessGrid(build_client_app(), nodes)))
+    result = build_strategy(config(**{"dp": "central", "secure-aggregation": True,
+                                      "dp-epsilon": 1.0, "num-server-rounds": 2, "tol": 0.0})
+                            ).fit(probe)
+    assert result.rounds == 2 and result.history[-1].clients_answered == 3
+    errors = {a.error for a in probe.seen if a.error}
+    assert any("dp-epsilon 1 is above this client's floor: node config dp-max-epsilon = 0.5" in e
+               for e in errors)
+    assert any("this client answers only dp = distributed (node config dp-require = "
+               "distributed); this request has dp = central" in e for e in errors)
+
+
+def test_a_client_that_requires_dp_refuses_a_request_without_it():
+    _, parts = s1_parts(clients=2)
+    request = Request(SUMS, {"data-bounds": "", "dp-clip": 0.0, "dp-client-noise": 0.0,
+                             "chunk-size": 4096, "device": "cpu"}, np.zeros((K, 2)))
+    with pytest.raises(ProtocolError, match="answers only requests under differential privacy "
+                                            r"\(node config dp-require = any\); this one has dp = off"):
+        respond(parts[0], request, {"dp-require": "any"})
+
+
+def masked_request(parts, inner_config: dict) -> tuple:
+    """Three clients through setup and share (threshold 2); node 0's masked request of ``inner_config``."""
+    federation = InMemoryFederation(parts)
+    base = {secagg.ID_KEY: "a"}
+    keys = {n: respond(parts[n], Request(secagg.SETUP, base), {}, federation.sessions[n], n).payload
+            for n in range(3)}
+    shares = {n: respond(parts[n], Request(secagg.SHARE, {
+        **base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": 2, "neighbours": 0,
+        "participants": 3, "pk1": [keys[m]["pk1"] for m in range(3)],
+        "pk2": [keys[m]["pk2"] for m in range(3)]}), {}, federation.sessions[n], n).payload
+        for n in range(3)}
+    sources = [1, 2]
+    cts = [shares[n]["ct"][secagg.node_list(shares[n]["dst"]).index(0)] for n in sources]
+    request = Request(secagg.MASKED, {
+        **inner_config, **base, secagg.INNER_KIND_KEY: SUMS, secagg.FIELDS_KEY: "sums,counts",
+        secagg.BITS_KEY: 24, "src": secagg.node_bytes(sources), "ct": cts}, np.full((K, 2), 5e5))
+    return request, federation.sessions[0]
+
+
+def test_a_client_never_sends_a_distributed_share_with_less_noise_than_its_own():
+    """Its own share is z Delta / sqrt(t), t the threshold it accepted at the share stage (2):
+    noise 0, or a hair below, is refused naming both; exactly its own is answered. The same
+    request outside secure aggregation is refused whatever its noise."""
+    _, parts = s1_parts(clients=3)
+    z = calibrate(1.0, 1e-5, 3)
+    own = z * Clipping.declared(BOUNDS, 0.0, 2).sensitivity / math.sqrt(2)
+    inner = {"data-bounds": BOUNDS, "dp-clip": 0.0, "chunk-size": 4096, "device": "cpu",
+             "min-cluster-size": 2, "dp": "distributed", "dp-epsilon": 1.0, "dp-delta": 1e-5,
+             "dp-noise-multiplier": z, "dp-rounds": 3}
+    for noise in (0.0, own * (1 - 1e-9)):
+        request, session = masked_request(parts, {**inner, "dp-client-noise": noise})
+        with pytest.raises(ProtocolError, match=re.escape(f"dp-client-noise {noise:g} is below "
+                                                          f"this client's own share {own:g}")):
+            respond(parts[0], request, {}, session, 0)
+    request, session = masked_request(parts, {**inner, "dp-client-noise": own})
+    assert "masked" in respond(parts[0], request, {}, session, 0).payload
+    # Too few rounds for the multiplier's epsilon, or a floor above the request's: refused.
+    request, session = masked_request(parts, {**inner, "dp-client-noise": own, "dp-rounds": 30})
+    with pytest.raises(ProtocolError, match="over 30 round"):
+        respond(parts[0], request, {}, session, 0)
+    request, session = masked_request(parts, {**inner, "dp-client-noise": own})
+    with pytest.raises(ProtocolError, match="below this client's floor: node config "
+                                            "dp-min-noise-multiplier = 10"):
+        respond(parts[0], request, {"dp-min-noise-multiplier": 10}, session, 0)
+    with pytest.raises(ProtocolError, match="sends its sums only masked"):
+        respond(parts[0], Request(SUMS, {**inner, "dp-client-noise": own}, np.full((K, 2), 5e5)), {})
+
+
+def test_the_estimator_refuses_a_delta_of_a_row_or_more_before_it_starts():
+    from fedcluster.estimator import FederatedKMeans
+
+    parts = [np.random.default_rng(i).random((150, 2)) for i in range(2)]
+    model = FederatedKMeans(k=2, dp="central", secure_aggregation=True, data_bounds="0:1",
+                            init="random", dp_delta=0.005)
+    with pytest.raises(ConfigError, match=re.escape("dp-delta 0.005 is not below 1 / rows = "
+                                                    "0.00333 (300 rows in all)")):
+        model.fit(parts)

@@ -22,8 +22,9 @@ from ..logs import logger
 from ..messages import (BOUNDS, EVALUATE, LOCAL_KMEANS, MOMENTS, SILHOUETTE, ClientSummary,
                         ProtocolError, Request, finite_array)
 from ..methods import METHODS
-from ..privacy.client import dimension_request, secure_stage, sums_request
+from ..privacy.client import Masking, check_dp_request, dimension_request, secure_stage, sums_request
 from ..privacy.kinds import DIMENSION, SUMS
+from ..privacy.secagg import BITS_KEY
 from ..privacy.secagg import STAGES as SECAGG_STAGES
 from .privacy import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
 from .steps import bounds_request, evaluate_request, local_kmeans_request
@@ -52,18 +53,29 @@ STEPS: dict[str, Step] = {
     **ARRAY_STEPS,
 }
 
+#: The request kinds of a round in sum form (the only ones a client answers under DP): each
+#: round-based method's ``sums_type``.
+SUM_FORMS = frozenset({SUMS, *(getattr(method.strategy, "sums_type", SUMS)
+                               for method in METHODS.values())})
+
 _log = logger
 
 
 def respond(X, request: Request, node_config: Mapping[str, Any],
-            session: MutableMapping[str, Any] | None = None, node: int = 0) -> ClientSummary:
+            session: MutableMapping[str, Any] | None = None, node: int = 0,
+            masking: Masking | None = None) -> ClientSummary:
     """The reply to ``request`` from the rows ``X`` (NumPy or CuPy, already checked).
 
     ``node_config`` may raise the privacy floor for this client
-    (``min-cluster-size``). A secure-aggregation stage
-    (:data:`~fedcluster.privacy.secagg.STAGES`) needs the client's
-    ``session`` (its state between stages) and its ``node`` id; its masked
-    stage answers the request it wraps with this function.
+    (``min-cluster-size``) and set its DP floor
+    (:func:`~fedcluster.privacy.client.check_dp_request`, which every request
+    but a dimension query or a protocol stage passes first). A
+    secure-aggregation stage (:data:`~fedcluster.privacy.secagg.STAGES`)
+    needs the client's ``session`` (its state between stages) and its
+    ``node`` id; its masked stage answers the request it wraps with this
+    function, with the stage's ``masking`` (only this function sets it, so a
+    request cannot claim to be masked; its fraction bits replace any the
+    request carries).
 
     Raises
     ------
@@ -78,7 +90,7 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
             raise ProtocolError("this client keeps no session: it cannot take part in secure "
                                 "aggregation")
         return secure_stage(request, session, node,
-                            lambda inner: respond(X, inner, node_config))
+                            lambda inner, masking: respond(X, inner, node_config, masking=masking))
     if request.kind == DIMENSION:
         return dimension_request(X)
     step = STEPS.get(request.kind)
@@ -93,7 +105,11 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
         if X.shape[1] != centroids.shape[1]:
             raise DataError(
                 f"client data has dimension {X.shape[1]}, the global model {centroids.shape[1]}")
-    config = {**request.config, MIN_CLUSTER_SIZE_KEY: p}
+    check_dp_request(request.kind in SUM_FORMS, request.config, node_config, masking, X.shape[1])
+    config = {key: value for key, value in request.config.items() if key != BITS_KEY}
+    config[MIN_CLUSTER_SIZE_KEY] = p
+    if masking is not None:
+        config[BITS_KEY] = masking.fraction_bits
     if request.kind in ARRAY_STEPS:
         summary = ARRAY_STEPS[request.kind](X, centroids, config, request.arrays or {})
     elif request.arrays is not None:

@@ -6,11 +6,31 @@
 their number, with the sum of squared distances. A method whose sum form
 weighs rows differently (``ffcm-avg1``: by fuzzy memberships) answers its
 own request kind through the same :func:`sum_form_reply`. Under distributed DP
-(``dp-client-noise`` > 0) the client adds its share of the Gaussian noise to
-the sums and counts, drawn from the operating system's entropy (never from a
-server seed: a server that knew the seed could subtract the noise) and sends
-no squared distances. :func:`secure_stage` runs the stages of secure
-aggregation (:mod:`.secagg`) with the client's session state.
+(``dp-client-noise`` > 0) the client adds its share of the noise to the sums
+and counts, a discrete Gaussian on the fixed-point grid ``2^-f`` of secure
+aggregation (:func:`~.mechanism.add_noise`: OpenDP's sampler and secure
+generator, never a server seed, which would let the server subtract the
+noise), and sends no squared distances. Its share lies on the grid, so the
+fixed-point encoding keeps it exactly and the masked total of the shares is
+a sum of discrete Gaussians: close to a discrete Gaussian, not exactly one
+(Kairouz, Liu & Steinke 2021); see :mod:`.server` for what the accountant
+counts. :func:`secure_stage` runs the stages of secure aggregation
+(:mod:`.secagg`) with the client's session state.
+
+What the server can and cannot make a client do (:func:`check_dp_request`,
+before any step runs): a data owner states its own floor in its SuperNode's
+``--node-config`` (:data:`NODE_MAX_EPSILON`, :data:`NODE_MIN_NOISE`,
+:data:`NODE_REQUIRE`), and a request below it is refused with the reason.
+Whatever its floor, a client answers a request that claims DP only in sum
+form, only inside secure aggregation's masked stage, only with declared
+``data-bounds``, and only if the request's noise multiplier spends at most
+its ``dp-epsilon`` over its ``dp-rounds`` (:func:`~.accountant.fits`, the
+accountant's own test); under ``dp = distributed`` it never sends a share
+with less noise than it computes itself: ``z Delta / sqrt(t)``, with ``Delta``
+from the request's clipping and ``t`` the threshold the client accepted at
+the share stage (not a number the masked request states). What it cannot
+check: that the server adds central noise, or runs no more rounds than it
+said (each request is judged alone).
 
 The privacy floor (``min-cluster-size``) is not applied cluster by cluster
 here: withholding a cluster of fewer than p rows makes one row decide whether
@@ -22,21 +42,47 @@ needs p rows to answer at all.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, MutableMapping
+import json
+import math
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..client.privacy import check_rows
 from ..client.steps import chunk_size, min_cluster_size, need_centroids, non_negative
-from ..messages import ClientSummary, Request, request_option, request_setting
+from ..messages import ClientSummary, ProtocolError, Request, request_option, request_setting
 from ..numerics import assign, cluster_stats, namespace_of, to_numpy
 from ..options import Options
-from .kinds import CLIENT_NOISE_KEY
-from .mechanism import Clipping, add_noise, clipped_sums
-from .secagg import client_stage
+from . import secagg
+from .accountant import fits
+from .kinds import CLIENT_NOISE_KEY, ROUNDS_KEY
+from .mechanism import Clipping, add_noise, client_noise_scale, clipped_sums
+from .options import MIN_NOISE_MULTIPLIER
 
+#: Node-config key: the largest ``dp-epsilon`` this data owner accepts for a run.
+NODE_MAX_EPSILON = "dp-max-epsilon"
+#: Node-config key: the smallest noise multiplier ``z`` this data owner accepts.
+NODE_MIN_NOISE = "dp-min-noise-multiplier"
+#: Node-config key: ``"any"`` (answer only requests under central or distributed DP) or
+#: ``"distributed"`` (only distributed DP, the noise the client adds and checks itself).
+NODE_REQUIRE = "dp-require"
+#: ``dp-require`` -> the request's ``dp`` modes it accepts.
+DP_MODES = {"any": ("central", "distributed"), "distributed": ("distributed",)}
+
+
+@dataclass(frozen=True)
+class Masking:
+    """What secure aggregation tells the step it wraps (the masked stage only).
+
+    ``threshold``: the ``t`` this client accepted at the share stage (from
+    its own session, not from the masked request); ``fraction_bits``: the
+    fixed-point grid ``2^-fraction_bits`` of the aggregation.
+    """
+
+    threshold: int
+    fraction_bits: int
 
 
 #: The assignment behind a sum-form reply: ``(X, given centroids, clipping or None, config)`` ->
@@ -49,25 +95,103 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
     """A reply in sum form, whatever the step's assignment: floor, clipping, the client's noise.
 
     Reads ``data-bounds`` and ``dp-clip`` (the clipping, when bounds are
-    given: ``step`` then sums clipped, shifted rows) and ``dp-client-noise``
-    (0: none; its Gaussian share goes on the sums and counts through the
-    same :func:`~.mechanism.add_noise` as the server's, and the squared
-    distances are withheld), besides the floor. Every method's sum form
-    (:func:`sums_request`, ``ffcm-avg1``'s fuzzy sums) answers through here,
-    so the clipping and the noise are one code path.
+    given: ``step`` then sums clipped, shifted rows), ``dp-client-noise``
+    (0: none; its discrete Gaussian share goes on the sums and counts
+    through the same :func:`~.mechanism.add_noise` as the server's, and the
+    squared distances are withheld) and ``secagg-fraction-bits``, the grid
+    of the noise (set by :func:`fedcluster.client.respond.respond` from the
+    masked stage; :data:`~.secagg.DEFAULT_FRACTION_BITS` when absent),
+    besides the floor. The request was held to the client's floor before
+    (:func:`check_dp_request`). Every method's sum form (:func:`sums_request`,
+    ``ffcm-avg1``'s fuzzy sums) answers through here, so the clipping and the
+    noise are one code path.
     """
     given = need_centroids(centroids)
     check_rows(int(X.shape[0]), min_cluster_size(config))
     bounds = request_option(config, Options, "data-bounds")
     noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
     clip = request_option(config, Options, "dp-clip")
+    bits = config.get(secagg.BITS_KEY, secagg.DEFAULT_FRACTION_BITS)
     clipping = Clipping.declared(bounds, clip, given.shape[1]) if bounds else None
     sums, counts, sse = step(X, given, clipping, config)
     if clipping is not None and noise > 0:
-        rng = np.random.default_rng(secrets.randbits(128))
-        sums, counts = add_noise(sums, counts, noise, clipping.count_weight, rng)
+        sums, counts = add_noise(sums, counts, noise, clipping.count_weight, bits)
         sse = float("nan")  # an un-noised total: not released under DP
     return ClientSummary(n=int(X.shape[0]), sums=sums, counts=counts, sse=sse)
+
+
+def check_dp_request(sum_form: bool, config: Mapping[str, Any], node_config: Mapping[str, Any],
+                     masking: Masking | None, dim: int) -> None:
+    """Refuse a request below this client's DP floor (see the module docstring).
+
+    ``sum_form``: whether the request's kind is a sum form; ``config`` its
+    settings (``dp``, and under DP ``dp-epsilon``, ``dp-delta``,
+    ``dp-noise-multiplier``, ``dp-rounds``, ``data-bounds``, ``dp-clip``,
+    ``dp-client-noise``); ``node_config`` the data owner's floor;
+    ``masking`` what the masked stage around the request says (None
+    outside secure aggregation); ``dim`` the number of features.
+
+    Raises
+    ------
+    ProtocolError
+        Naming the setting and the floor it falls below (the client then
+        sends an error reply with that reason).
+    """
+    demand = node_config.get(NODE_REQUIRE, "")
+    if demand not in ("", *DP_MODES):
+        raise ProtocolError(f"node config '{NODE_REQUIRE}' must be one of {', '.join(DP_MODES)}, "
+                            f"got {demand!r}")
+    max_epsilon = _node_number(node_config, NODE_MAX_EPSILON, absent=math.inf)
+    min_noise = _node_number(node_config, NODE_MIN_NOISE, absent=0.0)
+    mode = request_option(config, Options, "dp") if "dp" in config else "off"
+    if mode == "off":
+        if demand:
+            raise ProtocolError(f"this client answers only requests under differential privacy "
+                                f"(node config {NODE_REQUIRE} = {demand}); this one has dp = off")
+        return
+    if demand and mode not in DP_MODES[demand]:
+        raise ProtocolError(f"this client answers only dp = distributed (node config "
+                            f"{NODE_REQUIRE} = {demand}); this request has dp = {mode}")
+    if not sum_form:
+        raise ProtocolError(f"dp = {mode} covers the sum form of a round only")
+    if masking is None:
+        raise ProtocolError(f"dp = {mode}: this client sends its sums only masked, inside "
+                            "secure aggregation")
+    epsilon = request_option(config, Options, "dp-epsilon")
+    delta = request_option(config, Options, "dp-delta")
+    z = request_setting(config, "dp-noise-multiplier", float, lambda v: v >= MIN_NOISE_MULTIPLIER)
+    rounds = request_setting(config, ROUNDS_KEY, int, lambda v: v >= 1)
+    if epsilon > max_epsilon:
+        raise ProtocolError(f"dp-epsilon {epsilon:g} is above this client's floor: node config "
+                            f"{NODE_MAX_EPSILON} = {max_epsilon:g}")
+    if z < min_noise:
+        raise ProtocolError(f"noise multiplier {z:g} is below this client's floor: node config "
+                            f"{NODE_MIN_NOISE} = {min_noise:g}")
+    if not fits(z, rounds, delta, epsilon):
+        raise ProtocolError(f"noise multiplier {z:g} over {rounds} round(s) spends more than "
+                            f"dp-epsilon {epsilon:g} at dp-delta {delta:g}")
+    bounds = request_option(config, Options, "data-bounds")
+    if not bounds:
+        raise ProtocolError(f"dp = {mode} needs data-bounds: without them no row is clipped")
+    if mode == "distributed":
+        clipping = Clipping.declared(bounds, request_option(config, Options, "dp-clip"), dim)
+        own = client_noise_scale(z, clipping, masking.threshold)
+        noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
+        if not noise >= own:
+            raise ProtocolError(
+                f"dp-client-noise {noise:g} is below this client's own share {own:g} (noise "
+                f"multiplier {z:g} x sensitivity {clipping.sensitivity:g} / sqrt(threshold "
+                f"{masking.threshold}))")
+
+
+def _node_number(node_config: Mapping[str, Any], key: str, absent: float) -> float:
+    """A positive number of the node config; ``absent`` (no floor) when the key is not there."""
+    if key not in node_config:
+        return absent
+    value = node_config[key]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise ProtocolError(f"node config '{key}' must be a positive number, got {value!r}")
+    return float(value)
 
 
 def sums_request(X, centroids, config: dict) -> ClientSummary:
@@ -96,6 +220,21 @@ def dimension_request(X) -> ClientSummary:
 
 
 def secure_stage(request: Request, session: MutableMapping[str, Any], node: int,
-                 inner: Callable[[Request], ClientSummary]) -> ClientSummary:
-    """A secure-aggregation stage (:func:`.secagg.client_stage`)."""
-    return client_stage(request, session, node, inner)
+                 inner: Callable[[Request, Masking | None], ClientSummary]) -> ClientSummary:
+    """A secure-aggregation stage (:func:`.secagg.client_stage`).
+
+    ``inner(request, masking)`` answers the masked stage's own request;
+    :class:`Masking` holds the threshold this client accepted at the share
+    stage, read from its session state (stored by :mod:`.secagg` as JSON
+    under :data:`~.secagg.STATE_KEY`; None when it holds none, which the DP
+    check refuses), and the stage's fraction bits (which
+    :func:`~.secagg.client_stage` checks before it calls ``inner``).
+    """
+    masking = None
+    if request.kind == secagg.MASKED:
+        text = session.get(secagg.STATE_KEY)
+        threshold = json.loads(text).get("threshold") if isinstance(text, str) else None
+        bits = request.config.get(secagg.BITS_KEY)
+        if isinstance(threshold, int) and isinstance(bits, int):
+            masking = Masking(threshold, bits)
+    return secagg.client_stage(request, session, node, lambda wrapped: inner(wrapped, masking))

@@ -6,3 +6,6 @@ SUMS = "train.sums"
 DIMENSION = "query.dimension"
 #: Request config key: the standard deviation of a client's own noise on each sum (distributed DP).
 CLIENT_NOISE_KEY = "dp-client-noise"
+#: Request config key: the rounds a DP run's budget allows (a client checks its noise multiplier
+#: spends at most ``dp-epsilon`` over them).
+ROUNDS_KEY = "dp-rounds"

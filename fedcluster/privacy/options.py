@@ -22,13 +22,25 @@ DP = Annotated[Literal["off", "central", "distributed"], Field(
     "ffcm-avg1 in their one-step sum form): central (the server adds Gaussian noise to the "
     "secure totals) or distributed (each client adds its share); both need "
     "--secure-aggregation true")]
+#: The largest ``dp-epsilon``: the accountant calibrates it in about 2 s and 80 MB
+#: (300: 4 s; 1000: a minute; 10^6: 19.6 GB), and a larger epsilon protects next to nothing.
+MAX_EPSILON = 100.0
+#: ``dp-delta`` lies below this whatever the data (and below 1 / rows where they are known).
+MAX_DELTA = 1e-2
+#: The smallest nonzero ``dp-noise-multiplier``: one round of 0.05 spends epsilon 245 even at
+#: delta 0.01, beyond :data:`MAX_EPSILON`; the closed-form epsilon fails below about 1e-100.
+MIN_NOISE_MULTIPLIER = 0.05
+
 DPEpsilon = Annotated[float, Field(
-    1.0, gt=0.0, description="privacy budget epsilon of a whole DP run (every round counted)")]
+    1.0, gt=0.0, le=MAX_EPSILON, description="privacy budget epsilon of a whole DP run (every "
+    "round counted; at most 100, which the accountant computes in seconds)")]
 DPDelta = Annotated[float, Field(
-    1e-5, gt=0.0, lt=1.0, description="delta of the DP budget (well below 1 / rows)")]
+    1e-5, gt=0.0, lt=MAX_DELTA, description="delta of the DP budget (below 0.01, and below "
+    "1 / rows where the rows are known before the start)")]
 DPNoiseMultiplier = Annotated[float, Field(
     0.0, ge=0.0, description="noise standard deviation over the sensitivity; 0: the smallest "
-    "that lets --rounds rounds fit the budget; else the run stops when the budget is spent")]
+    "that lets --rounds rounds fit the budget; else (at least 0.05) the run stops when the "
+    "budget is spent")]
 DPClip = Annotated[float, Field(
     0.0, ge=0.0, description="DP: radius of the ball around the centre of --data-bounds into "
     "which every row is scaled (0: the box's half diagonal)")]
@@ -98,7 +110,37 @@ def check_privacy(options: Any) -> None:
                          "without noise")
     # DP's sum form has no floor per cluster (a floor would void the sensitivity bound), so
     # without masks a client's sum over a cluster of one row would be that row, clipped and shifted.
+    if options.dp != "off" and 0 < options.dp_noise_multiplier < MIN_NOISE_MULTIPLIER:
+        raise ValueError(f"dp-noise-multiplier {options.dp_noise_multiplier:g} is below "
+                         f"{MIN_NOISE_MULTIPLIER:g} (0: calibrate it): one round alone would "
+                         f"spend more than dp-epsilon can be ({MAX_EPSILON:g})")
+    if options.dp != "off" and options.dp_noise_multiplier > 0:
+        from .accountant import analytic_epsilon
+
+        # Refused here, not by the accountant's first round: a tiny multiplier's own epsilon
+        # would also cost the accountant gigabytes to compute exactly.
+        if (alone := analytic_epsilon(options.dp_noise_multiplier, 1, options.dp_delta)) > \
+                options.dp_epsilon:
+            raise ValueError(f"dp-noise-multiplier {options.dp_noise_multiplier:g} spends epsilon "
+                             f"{alone:.4g} in one round at dp-delta {options.dp_delta:g}, more "
+                             f"than dp-epsilon {options.dp_epsilon:g}: raise it, or give 0 to "
+                             f"calibrate it")
     if options.dp != "off" and not options.secure_aggregation:
         raise ValueError(f"dp = {options.dp} needs secure-aggregation = true: the server must see "
                          "only the total of the clients' sums (a client's own sum over a cluster "
                          "of one row would be that row)")
+
+
+def check_delta_for_rows(options: Any, rows: int) -> None:
+    """Refuse ``dp-delta >= 1 / rows`` for a DP run over ``rows`` rows in all (ValueError).
+
+    A mechanism may release one row of ``rows`` in the clear with probability
+    ``delta`` per row and still be ``(0, delta)``-DP: with ``delta >= 1 / rows``
+    that is a row on average. Checked where the rows are known before the
+    start (the command line's simulation, :meth:`FederatedKMeans.fit
+    <fedcluster.estimator.FederatedKMeans.fit>`); a deployment's server never
+    learns the number of rows.
+    """
+    if options.dp != "off" and rows > 0 and options.dp_delta >= 1 / rows:
+        raise ValueError(f"dp-delta {options.dp_delta:g} is not below 1 / rows = {1 / rows:.3g} "
+                         f"({rows} rows in all): give a smaller --dp-delta")

@@ -16,26 +16,45 @@ the central noise (``dp = central``) or relies on the clients' shares of it
 draws uniformly in the declared ``data-bounds`` without asking the clients
 anything but their number of features; it spends no budget.
 
+The noise is OpenDP's discrete Gaussian on the fixed-point grid ``2^-f``
+of secure aggregation (``f``: ``secagg-fraction-bits``;
+:func:`~.mechanism.add_noise`), drawn from OpenDP's cryptographically secure
+generator: the seed fixes the partitions, the start and the sampling, never
+the noise, so a DP run is not reproducible and nobody who knows the settings
+can draw the noise again and subtract it. Central DP: the server adds it to
+the decoded secure totals, which lie on the grid already.
+
 Distributed DP: a round of ``m`` participants with threshold ``t`` asks each
-client for noise of standard deviation ``sigma / sqrt(t)``: the total noise
-has variance ``s sigma^2 / t >= sigma^2`` whenever the ``s >= t`` survivors
-that secure aggregation needs answer, so the accountant's ``sigma`` is a
-lower bound (under SecAgg+ ``t`` is a neighbourhood's: each client adds more
-noise, and each part of the survivors whose total the server could learn
-holds ``t`` or more clients, so the bound holds for each part too). The
-clients' noise is added before fixed-point rounding; the rounding (at most
-``m 2^-(f+1)`` per entry) is not part of the DP analysis (a discrete
-Gaussian would make it so; not implemented). The run is not reproducible:
-each client draws its noise from its own entropy.
+client for noise of scale ``sigma / sqrt(t)``
+(:func:`~.mechanism.client_noise_scale`, which the client computes again and
+holds the request to: :mod:`.client`): the total noise has variance
+``s sigma^2 / t >= sigma^2`` whenever the ``s >= t`` survivors that secure
+aggregation needs answer, so the accountant's ``sigma`` is a lower bound
+(under SecAgg+ ``t`` is a neighbourhood's: each client adds more noise, and
+each part of the survivors whose total the server could learn holds ``t`` or
+more clients, so the bound holds for each part too). Each client's share is
+a discrete Gaussian on the grid, so the masked total of the shares is exact
+on the grid too; but a sum of discrete Gaussians is close to, not exactly,
+a discrete Gaussian (Kairouz, Liu & Steinke 2021, "The distributed discrete
+Gaussian mechanism for federated learning with secure aggregation", analyse
+the difference): the accountant counts the total as a Gaussian of variance
+``sigma^2`` and does not add that difference. The run is not reproducible:
+each client draws its own noise.
+
+The private round's request tells the clients the run's privacy settings
+(``dp``, ``dp-epsilon``, ``dp-delta``, the noise multiplier in use and
+``dp-rounds``: the rounds the budget allows, :attr:`PrivateRounds.rounds`),
+so that a client can refuse a run below its own floor.
 
 Resuming (:meth:`PrivateRounds.state`): the checkpoint after round ``t``
 holds the ``t`` rounds counted, and a round's noisy totals leave the server
 (in the next round's request, or the result) only after that checkpoint is
-written; a round cut short is run again, under central DP with the same
-noise (its generator is restored). Under distributed DP the server learns a
-round's noisy total when the masks come off, a moment before the round's
-checkpoint is written: a coordinator killed in that moment leaves a release
-the resumed run does not count (it asks the round again, with fresh noise).
+written; a round cut short is run again with fresh noise (there is no
+generator to restore), and its budget is counted once. Under distributed DP
+the server learns a round's noisy total when the masks come off, a moment
+before the round's checkpoint is written: a coordinator killed in that
+moment leaves a release the resumed run does not count (it asks the round
+again, with fresh noise).
 """
 
 from __future__ import annotations
@@ -57,10 +76,10 @@ from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
 from ..numerics import random_in_box
 from ..results import RunResult
 from . import secagg
-from .accountant import Budget, calibrate, epsilon_spent
+from .accountant import Budget, calibrate, epsilon_spent, fits
 from .checks import TotalCheck, Verify
-from .kinds import CLIENT_NOISE_KEY, DIMENSION, SUMS
-from .mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
+from .kinds import CLIENT_NOISE_KEY, DIMENSION, ROUNDS_KEY, SUMS
+from .mechanism import Clipping, add_noise, centroids_from_totals, client_noise_scale, parse_bounds
 
 if TYPE_CHECKING:
     from ..strategies import ClusteringStrategy
@@ -418,6 +437,18 @@ def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list
     return total, survivors, threshold, dropped
 
 
+def _rounds_that_fit(budget: Budget, most: int) -> int:
+    """The most rounds, up to ``most``, of the budget's multiplier that fit its epsilon (bisection)."""
+    low, high = 0, most  # fits(low) holds; the answer lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(budget.noise_multiplier, middle, budget.delta, budget.epsilon):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 class PrivateRounds:
     """DP and secure aggregation for a round-based strategy (see the module docstring).
 
@@ -433,14 +464,17 @@ class PrivateRounds:
         self.dp = options.dp
         self.bounds = options.data_bounds
         self.clip = options.dp_clip
+        self.fraction_bits = options.secagg_fraction_bits
         self.budget: Budget | None = None
+        #: The rounds the budget allows (the clients are told): ``num-server-rounds`` for a
+        #: calibrated multiplier, else the most that fit, at most that many.
+        self.rounds = 0
         if self.dp != "off":
             z = options.dp_noise_multiplier or calibrate(
                 options.dp_epsilon, options.dp_delta, options.num_server_rounds)
             self.budget = Budget(options.dp_epsilon, options.dp_delta, z)
-        # Central noise comes from its own generator, so that sampling and the start
-        # draw the same values as without DP.
-        self.noise_rng = np.random.default_rng([options.seed, 0xD9])
+            self.rounds = options.num_server_rounds if not options.dp_noise_multiplier else \
+                _rounds_that_fit(self.budget, options.num_server_rounds)
         self.cost = SecAggCost()
         self.clipping: Clipping | None = None
         self.last_counts: np.ndarray | None = None
@@ -502,7 +536,12 @@ class PrivateRounds:
         self.clipping = Clipping.declared(self.bounds, self.clip, dim) if self.dp != "off" else None
         config = {"chunk-size": strategy.chunk_size, "device": strategy.device,
                   "data-bounds": self.bounds if self.dp != "off" else "", "dp-clip": self.clip,
-                  CLIENT_NOISE_KEY: 0.0, "min-cluster-size": strategy.min_cluster_size}
+                  CLIENT_NOISE_KEY: 0.0, "min-cluster-size": strategy.min_cluster_size,
+                  "dp": self.dp}
+        if self.budget is not None:
+            config.update({"dp-epsilon": self.budget.epsilon, "dp-delta": self.budget.delta,
+                           "dp-noise-multiplier": self.budget.noise_multiplier,
+                           ROUNDS_KEY: self.rounds})
         sigma = 0.0 if self.budget is None else self.budget.noise_multiplier * self.clipping.sensitivity
         what = f"round {t}"
         inner = Request(strategy.sums_type, {**config, **strategy.sums_settings()},
@@ -510,8 +549,10 @@ class PrivateRounds:
         # Always over secure aggregation (check_privacy): the sum form, which under DP has no
         # floor per cluster, never leaves a client unmasked.
         def client_noise(threshold: int) -> dict:
-            noise = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
-            return {CLIENT_NOISE_KEY: noise}
+            if self.dp != "distributed":
+                return {CLIENT_NOISE_KEY: 0.0}
+            return {CLIENT_NOISE_KEY: client_noise_scale(self.budget.noise_multiplier,
+                                                         self.clipping, threshold)}
 
         fields = ("sums", "counts") if self.dp == "distributed" else ("sums", "counts", "sse", "n")
         size = k * dim + k + (2 if len(fields) == 4 else 0)
@@ -528,7 +569,8 @@ class PrivateRounds:
         counts = vector[k * dim:k * dim + k]
         sse, n = (vector[-2], vector[-1]) if len(fields) == 4 else (math.nan, math.nan)
         if self.dp == "central":
-            sums, counts = add_noise(sums, counts, sigma, self.clipping.count_weight, self.noise_rng)
+            sums, counts = add_noise(sums, counts, sigma, self.clipping.count_weight,
+                                     self.fraction_bits)
         if self.dp != "off":
             sse, n = math.nan, math.nan
         epsilon = self.budget.spend() if self.budget is not None else math.nan
@@ -547,23 +589,25 @@ class PrivateRounds:
         ``dp-noise-multiplier`` and ``dp-epsilon-spent``, which
         :meth:`restore` compares with this run's (a checkpoint calibrated or
         accounted otherwise is refused rather than mixed into one budget);
-        ``dp-noise-rng``: the central noise's own generator (not the
-        sampler's ``rng``), so that a round run again after a resume draws
-        the same noise; ``dp-last-counts``: the last noisy counts (the
-        result's); ``dp-stop-reason``. Secure aggregation keeps nothing
-        between rounds (its keys are drawn per aggregation).
+        ``dp-last-counts``: the last noisy counts (the result's);
+        ``dp-stop-reason``. No noise generator: the noise is drawn afresh
+        (:mod:`.mechanism`), so a round run again after a resume draws new
+        noise. Secure aggregation keeps nothing between rounds (its keys are
+        drawn per aggregation).
         """
         if self.budget is None:
             return {}
         return {"dp-rounds-spent": self.budget.rounds,
                 "dp-noise-multiplier": self.budget.noise_multiplier,
                 "dp-epsilon-spent": self.budget.spent,
-                "dp-noise-rng": self.noise_rng.bit_generator.state,
                 "dp-last-counts": self.last_counts,
                 "dp-stop-reason": self.stop_reason}
 
     def restore(self, state: Mapping[str, Any], k: int) -> None:
         """Set :meth:`state`'s entries (``k``: the number of clusters of the last counts).
+
+        A ``dp-noise-rng`` entry (a checkpoint written before the noise came
+        from OpenDP) is ignored: nothing draws noise from it any more.
 
         Raises
         ------
@@ -573,7 +617,7 @@ class PrivateRounds:
             its rounds (another calibration or ``dp-accounting`` version).
         """
         # Imported here: the strategies import this module.
-        from ..strategies.progress import StateError, state_array, state_entry, state_generator
+        from ..strategies.progress import StateError, state_array, state_entry
 
         if self.budget is None:
             return
@@ -591,10 +635,9 @@ class PrivateRounds:
         stop_reason = state_entry(state, "dp-stop-reason")
         if not isinstance(stop_reason, str):
             raise StateError(f"strategy state 'dp-stop-reason' is {stop_reason!r}, not a string")
-        noise_rng = state_generator(state, "dp-noise-rng")
         state_entry(state, "dp-last-counts")  # present even when None (before the first round)
         self.last_counts = state_array(state, "dp-last-counts", (k,), optional=True)
-        budget.rounds, self.noise_rng, self.stop_reason = rounds, noise_rng, stop_reason
+        budget.rounds, self.stop_reason = rounds, stop_reason
 
     # -- the result -------------------------------------------------------------------
     def result(self, strategy: ClusteringStrategy, federation: Federation, centroids: np.ndarray,
