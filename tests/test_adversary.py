@@ -174,11 +174,7 @@ def test_random_unmasking_shares_are_outvoted_and_their_sender_named(s1_five, fl
         plain = honest(parts, start, range(CLIENTS))
         np.testing.assert_allclose(result.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
         assert result.n_points == 5000 and np.array_equal(result.counts, plain.counts)
-    elif dp == "central":  # the same noise as the honest run of the same seed
-        clean, _ = hostile_grid(configs, "")
-        twin = build_strategy(settings(start, **extra)).fit(FlowerFederation(clean))
-        np.testing.assert_allclose(result.centroids, twin.centroids, rtol=1e-9, atol=1e-5)
-    else:  # each client's own noise: the noisy counts still add up to about the 5000 rows
+    else:  # fresh noise (never the same twice): the noisy counts add up to about the 5000 rows
         assert abs(result.n_points - 5000) < 300
 
 

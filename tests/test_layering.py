@@ -134,3 +134,13 @@ def test_each_method_declares_the_options_its_strategy_takes():
 
     for name, method in METHODS.items():
         assert method.strategy.Options is method.options, name
+
+
+def test_the_sum_forms_the_methods_declare_are_those_their_servers_ask_for():
+    from fedcluster.methods import METHODS
+    from fedcluster.privacy.options import SUM_FORM
+
+    declared = {name for name, method in METHODS.items() if method.sum_form}
+    assert declared == set(SUM_FORM)
+    for name in declared:
+        assert METHODS[name].strategy.sums_type == METHODS[name].sum_form, name

@@ -53,10 +53,9 @@ STEPS: dict[str, Step] = {
     **ARRAY_STEPS,
 }
 
-#: The request kinds of a round in sum form (the only ones a client answers under DP): each
-#: round-based method's ``sums_type``.
-SUM_FORMS = frozenset({SUMS, *(getattr(method.strategy, "sums_type", SUMS)
-                               for method in METHODS.values())})
+#: The request kinds of a round in sum form (the only ones a client answers under DP), as
+#: the methods declare them (:attr:`~fedcluster.methods.spec.Method.sum_form`).
+SUM_FORMS = frozenset({SUMS, *(method.sum_form for method in METHODS.values() if method.sum_form)})
 
 _log = logger
 

@@ -47,6 +47,10 @@ class Method:
         Request kind -> client step ``(X, centroids, config, arrays)``, for
         the kinds whose requests carry named arrays (a network's weights,
         :attr:`fedcluster.messages.Request.arrays`).
+    sum_form : str, optional
+        The request kind of its step in sum form, where it has one (the
+        per-cluster totals secure aggregation and DP work on): the Lloyd
+        step's ``train.sums``, or the method's own (``ffcm-avg1``'s fuzzy sums).
     extra : str, optional
         The optional dependency group the method needs beyond the core
         package (``pip install "fedcluster[deep]"``).
@@ -59,6 +63,7 @@ class Method:
     options: type[Options]
     steps: Mapping[str, Callable[[Any, Any, dict], Any]] = field(default_factory=dict)
     array_steps: Mapping[str, Callable[[Any, Any, dict, Mapping], Any]] = field(default_factory=dict)
+    sum_form: str | None = None
     extra: str | None = None
 
     @property
