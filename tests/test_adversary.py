@@ -302,7 +302,8 @@ def test_the_total_check_names_what_an_honest_total_cannot_be():
 def test_attacks_in_a_ray_simulation_name_the_liar_or_fail_the_round(tmp_path, flwr_log):
     """Flower's ``run_simulation`` (Ray), 5 simulated clients; the client of partition 0 is
     hostile through a client mod: garbage key-share ciphertexts (named by its 4 receivers,
-    the 4 others' run goes on), then its masked vector random bytes under central DP (the
+    the 4 others' run goes on), random unmasking shares (outvoted, named, every row counted),
+    then its masked vector random bytes under central DP and zeros under distributed DP (the
     round fails by its total)."""
     set_offline_env()
     from flwr.serverapp import ServerApp
@@ -323,12 +324,15 @@ def test_attacks_in_a_ray_simulation_name_the_liar_or_fail_the_round(tmp_path, f
         strategy = build_strategy(RunConfig.from_mapping(base))
         outcome["ct-garbage"] = strategy.fit(federation)
         outcome["liar"] = next(n for n, key in strategy.sampling_keys.items() if key == 0)
-        mode.write_text("masked-random")
-        try:
-            build_strategy(RunConfig.from_mapping({**base, "dp": "central",
-                                                   "dp-epsilon": 1.0})).fit(federation)
-        except RunFailed as exc:
-            outcome["masked-random"] = str(exc)
+        mode.write_text("shares-random")
+        outcome["shares-random"] = build_strategy(RunConfig.from_mapping(base)).fit(federation)
+        for attack, dp in (("masked-random", "central"), ("masked-zeros", "distributed")):
+            mode.write_text(attack)
+            try:
+                build_strategy(RunConfig.from_mapping({**base, "dp": dp,
+                                                       "dp-epsilon": 1.0})).fit(federation)
+            except RunFailed as exc:
+                outcome[attack] = str(exc)
 
     run_simulation(server_app=server,
                    client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")},
@@ -342,6 +346,10 @@ def test_attacks_in_a_ray_simulation_name_the_liar_or_fail_the_round(tmp_path, f
     assert f"round 1: rejected node {liar}: query.secagg_masked: its encrypted key shares" in log
     assert outcome["ct-garbage"].n_points == 4000
     assert set(rejected(flwr_log)) == {str(liar)}
-    assert outcome["masked-random"].startswith(
-        "round 1: secure aggregation: the secure total failed its check: ")
-    assert str(liar) in outcome["masked-random"]
+    assert (f"rejected node {liar}: query.secagg_unmask: sent unmasking shares that disagree "
+            "with the others'") in log
+    assert outcome["shares-random"].n_points == 5000
+    for attack in ("masked-random", "masked-zeros"):
+        assert outcome[attack].startswith(
+            "round 1: secure aggregation: the secure total failed its check: "), outcome
+        assert str(liar) in outcome[attack]
