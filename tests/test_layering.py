@@ -83,18 +83,22 @@ def test_fedcluster_and_every_other_method_load_no_torch():
     assert done.returncode == 0, done.stderr
 
 
+def modules_loaded_by(module: str) -> list[str]:
+    """Every module a fresh interpreter holds after ``import module``."""
+    script = f"import sys\nimport {module}\nprint('\\n'.join(sorted(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
 def test_the_numerical_kernels_load_only_themselves():
     """``import fedcluster.numerics`` (every client's kernels) loads no method, client or privacy module.
 
     The package's public names are imported on first use and ``__version__``
     lives in a leaf module, so the ground floor pays for nothing above it.
     """
-    script = ("import sys\nimport fedcluster.numerics\n"
-              "print('\\n'.join(sorted(m for m in sys.modules if m.split('.')[0] == 'fedcluster')))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    loaded = done.stdout.split()
+    loaded = [m for m in modules_loaded_by("fedcluster.numerics") if m.split(".")[0] == "fedcluster"]
     assert len(loaded) <= 20, loaded
     assert all(m in ("fedcluster", "fedcluster._version") or m.startswith("fedcluster.numerics")
                for m in loaded), loaded
@@ -116,12 +120,7 @@ def test_the_package_names_its_public_api_lazily():
 def test_the_client_app_loads_no_server_side():
     """A client process (Flower starts one per message in a deployment) imports the steps only:
     no strategy, no round loop, no SciPy optimiser, no torch."""
-    script = ("import sys\nimport fedcluster.client.app\n"
-              "print('\\n'.join(sorted(m for m in sys.modules)))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    loaded = done.stdout.split()
+    loaded = modules_loaded_by("fedcluster.client.app")
     server_side = [m for m in loaded if m.startswith(("fedcluster.strategies", "fedcluster.server",
                                                       "fedcluster.privacy.server"))
                    or (m.startswith("fedcluster.methods.") and m.endswith(".strategy"))]
