@@ -229,3 +229,49 @@ def test_simulate_refuses_dp_settings_beyond_the_limits_in_seconds(tmp_path, cap
         assert "100" in err
     if "0.5" in argv and "--dp-delta" in argv:
         assert "0.01" in err
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_path):
+    """SIGINT mid-run: exit 130 within 15 s (not after round-timeout), Ray's processes gone,
+    one last line naming the checkpoint and the command that resumes; that command finishes
+    the run."""
+    import shlex
+    import signal
+
+    out = tmp_path / "out"
+    log = tmp_path / "stderr.log"
+    argv = [sys.executable, "-m", "fedcluster.cli", "simulate", "--clients", "4", "--rounds", "12",
+            "--tol", "0", "--out", str(out)]
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while "round 2/12" not in log.read_text() and time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.2)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=60)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = log.read_text()
+    assert code == 130 and took < 15, (code, took, text[-3000:])
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("fedcluster: interrupted after round "), text[-3000:]
+    assert f"the last checkpoint is {out / 'checkpoint.json'}" in last
+    assert "Traceback" not in text
+    # Nothing of the run is left running (zombies are dead, only not yet reaped by init): Ray's
+    # processes were in the command's session.
+    left = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "-s", str(proc.pid)],
+                          capture_output=True, text=True).stdout.splitlines()
+    assert not [line for line in left if line.split()[1][0] != "Z"], left
+    command = shlex.split(last.split("resume with: ", 1)[1])
+    assert command[0] == "fedcluster" and command[-2:] == ["--resume", str(out)]
+    done = subprocess.run([sys.executable, "-m", "fedcluster.cli", *command[1:]],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert read_model(out / "model.pb").rounds == 12
