@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from helpers import column
 
+from fedcluster.numerics import kmeans
 from fedcluster.methods.feca.kernels import ClusterGeometry, cluster_geometry, empirical_radii, feca_aggregate, feca_client_update, group_by_radius, merged_sse, remove_one_fit_many, theoretical_radius
 
 
@@ -69,6 +70,19 @@ def test_algorithm2_goes_on_against_the_same_pair_as_written():
     C = column(5, 18.5, 21.5, 45)
     geometry = cluster_geometry(np.vstack([LOCAL_X, column(40, 50)]), C)
     np.testing.assert_array_equal(remove_one_fit_many(C, geometry), [False, True, True, False])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_algorithm2_removes_nothing_from_a_two_centroid_lloyd_solution(seed):
+    # At a Lloyd fixed point with k' = 2 the only pair is (c_0, c_1), so the candidate
+    # c_i is one of them and G_j (their merged cluster) >= G_i: Algorithm 2 keeps a
+    # one-fit-many centroid beside a centroid of one outlying row (the FeCA paper's own
+    # limit at k = 2; see BENCHMARKS.md, "FeCA at k = 2 in 30 dimensions").
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(0, 1, (40, 3)), rng.normal(4, 1, (20, 3)), [[30, 0, 0]]])
+    result = kmeans(X, 2, rng=rng, max_iter=300, tol=0.0)
+    geometry = cluster_geometry(X, result.centroids)
+    assert remove_one_fit_many(result.centroids, geometry).all()
 
 
 def test_algorithm2_needs_non_empty_clusters():

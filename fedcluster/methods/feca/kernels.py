@@ -249,6 +249,13 @@ def remove_one_fit_many(centroids: Any, geometry: ClusterGeometry) -> np.ndarray
     for a centroid midway between clusters, whose points are all about
     equally far, and would not single it out.
 
+    With two centroids at a Lloyd fixed point nothing is ever removed: the
+    only pair is the candidate and the other, and their merged cluster costs
+    at least the candidate's own (``G_j >= G_i``). A local solution of
+    ``k' = 2`` that spends one centroid on a few outlying rows and the other
+    on all the rest is therefore sent as it is (the paper's own limit at
+    k = 2, not relieved here: the paper refines a single Lloyd solution).
+
     Parameters
     ----------
     centroids : array of shape (k, d)
