@@ -42,7 +42,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ...numerics._validation import check_positive_int
-from ...numerics.backend import namespace_of, scatter_max, to_numpy
+from ...numerics.backend import namespace_of, to_numpy
 from ...numerics.distance import sq_distances
 from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, assign, cluster_stats
 
