@@ -22,9 +22,10 @@ sphere (in one dimension, at one of two points). Here ``r'_i`` is the mean
 of the p largest distances from rows of ``D_i`` to ``c_i`` (p the client's
 ``min-cluster-size``; p = 1 is the paper's maximum), a statistic of p rows
 like every other value sent. Not the p-th largest distance: that is one
-row's distance again. The mean of the p largest is the closest p-row value
-to the maximum (it lies between the p-th largest and the largest), so the
-radius still aims at the cluster's outer edge as the paper intends; what it
+row's distance again. The mean of the p largest lies between the p-th
+largest distance and the largest, so the radius still aims at the cluster's
+outer edge as the paper intends (a quantile of the distances would sit
+further in, and is again one row's distance unless interpolated); what it
 costs is a smaller ``r'_i`` (more so for small or skewed clusters, whose
 farthest row stands far out), so Algorithm 4's ``min(r'_i, d_ij / 2)`` more
 often takes ``r'_i`` and the server's groups (Algorithm 5) come out smaller.
