@@ -244,10 +244,22 @@ def test_digits_load_through_scikit_learn():
     assert data.X.min() == 0 and data.X.max() == 16
 
 
-def test_digits_without_scikit_learn_says_how_to_get_it(monkeypatch):
-    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
-    with pytest.raises(DataError, match="install it with `pip install scikit-learn`"):
-        load_dataset("digits")
+@pytest.mark.parametrize(("name", "shape", "classes"),
+                         [("iris", (150, 4), 3), ("wine", (178, 13), 3),
+                          ("breast-cancer", (569, 30), 2)])
+def test_small_uci_sets_load_through_scikit_learn(name, shape, classes):
+    pytest.importorskip("sklearn")
+    data = load_dataset(name)
+    assert data.X.shape == shape and data.X.dtype == np.float64 and data.name == name
+    assert set(np.unique(data.labels)) == set(range(classes)) and data.true_centers is None
+    assert data.image_shape is None and "scikit-learn" in data.citation
+
+
+@pytest.mark.parametrize("name", ["digits", "wine"])
+def test_scikit_learn_sets_without_scikit_learn_say_how_to_get_it(monkeypatch, name):
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    with pytest.raises(DataError, match=f"dataset '{name}' .* install it with `pip install scikit-learn`"):
+        load_dataset(name)
 
 
 def test_parameters_are_refused_where_they_do_not_belong():

@@ -39,12 +39,14 @@ def test_client_sends_centroids_radii_and_counts(radius, radii):
 
 def test_client_never_sends_a_row_or_a_small_cluster():
     # Three rows for five clusters: the pair of identical rows is a local cluster
-    # of p = 2 rows, sent; the lone row's cluster is withheld, and the
-    # refinement then counts that row in the kept cluster.
+    # of p = 2 rows, sent with its 2 rows and radius 0 (both rows lie at distance 0);
+    # the lone row's cluster is withheld, and that row sets no radius (the paper's
+    # r' of the refined cluster {1, 1, 4} would be 3, the distance to the row 4).
     few = validate_reply(ask_client(column(1, 1, 4), FECA, feca_config(k=5)).summary,
                          expect=("centroids", "counts", "radii"))
     np.testing.assert_array_equal(few.centroids, column(1))
-    np.testing.assert_array_equal(few.counts, [3])
+    np.testing.assert_array_equal(few.counts, [2])
+    np.testing.assert_array_equal(few.radii, [0])
     # Two values, three copies each: each local centroid is a value three rows hold.
     copies = validate_reply(ask_client(column(1, 1, 1, 4, 4, 4), FECA, feca_config(k=3)).summary,
                             expect=("centroids", "counts", "radii"))
@@ -54,6 +56,24 @@ def test_client_never_sends_a_row_or_a_small_cluster():
     none = validate_reply(ask_client(column(1, 4, 9), FECA, feca_config(k=3)).summary,
                           expect=("centroids", "counts", "radii"))
     assert none.centroids.shape == (0, 1) and none.radii.shape == (0,) and none.n == 3
+
+
+@pytest.mark.parametrize("radius", ["algorithm4", "theoretical"])
+@pytest.mark.parametrize("p", [2, 3, 5])
+def test_no_radius_is_the_distance_of_fewer_than_p_rows(radius, p):
+    # Skewed blobs of 40 rows, k = 6: some local clusters are small, many radii are
+    # r' (not half a centroid distance). A radius may equal the distance from its
+    # centroid to a row only where p rows or more lie at that distance.
+    rng = np.random.default_rng(p)
+    X = np.vstack([rng.normal(c, s, size=(m, 2)) for c, s, m in
+                   [(0, 1, 25), (8, 0.5, 9), (20, 3, 4), (-15, 0.2, 2)]])
+    config = {**feca_config(radius, k=6), "min-cluster-size": p}
+    summary = validate_reply(ask_client(X, FECA, config).summary,
+                             expect=("centroids", "counts", "radii"))
+    assert len(summary.radii) and np.all(summary.counts >= p)
+    for centroid, r in zip(summary.centroids, summary.radii):
+        at_radius = np.isclose(np.linalg.norm(X - centroid, axis=1), r, rtol=0, atol=1e-12)
+        assert not 0 < np.count_nonzero(at_radius) < p
 
 
 def test_client_refuses_an_unknown_radius_rule():

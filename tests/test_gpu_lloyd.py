@@ -135,3 +135,16 @@ def test_large_k_in_several_blocks_stays_on_the_device():
     cpu = cluster_stats(X, start)
     np.testing.assert_array_equal(to_numpy(gpu.counts), cpu.counts)
     assert gpu.inertia == pytest.approx(cpu.inertia, rel=1e-10)
+
+
+def test_feca_cluster_geometry_matches_the_cpu(s1_and_start):
+    # FeCA's per-cluster reach (the mean of the p largest distances) sorts on the device.
+    from fedcluster.methods.feca.kernels import cluster_geometry
+
+    X, start = s1_and_start
+    for p in (1, 2, 5):
+        cpu = cluster_geometry(X, start, min_rows=p)
+        gpu = cluster_geometry(cupy.asarray(X), cupy.asarray(start), min_rows=p)
+        for name in ("counts", "means", "sse", "reach"):
+            np.testing.assert_allclose(getattr(gpu, name), getattr(cpu, name), rtol=1e-9,
+                                       err_msg=f"{name}, p = {p}")

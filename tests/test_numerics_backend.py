@@ -71,11 +71,3 @@ def test_device_arrays_are_recognised_and_copied_to_the_host(monkeypatch):
     )
     assert namespace_of(DeviceArray()) is cupy
     np.testing.assert_array_equal(to_numpy(DeviceArray()), np.ones(2))
-
-
-def test_scatter_max_raises_each_slot_to_its_largest_value():
-    from fedcluster.numerics.backend import scatter_max
-
-    target = np.array([0.0, 5.0, -1.0])
-    scatter_max(target, np.array([0, 1, 0, 2, 0]), np.array([3.0, 2.0, 7.0, -4.0, 1.0]))
-    np.testing.assert_array_equal(target, [7.0, 5.0, -1.0])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from helpers import column
 
+from fedcluster.numerics import kmeans
 from fedcluster.methods.feca.kernels import ClusterGeometry, cluster_geometry, empirical_radii, feca_aggregate, feca_client_update, group_by_radius, merged_sse, remove_one_fit_many, theoretical_radius
 
 
@@ -24,6 +25,15 @@ def test_cluster_geometry_by_hand():
     np.testing.assert_array_equal(geometry.means, column(1, 12, 100))
     np.testing.assert_array_equal(geometry.sse, [0 + 4, 4 + 0 + 4, 0])  # eq. 3, about c_i
     np.testing.assert_array_equal(geometry.reach, [2, 2, 0])  # r'_i
+
+
+def test_reach_is_the_mean_of_the_p_largest_distances():
+    # Distances to c_0 = 0: {0, 2}; to c_1 = 12: {2, 0, 2, 5}; c_2 gets no row.
+    X, C = column(0, 2, 10, 12, 14, 17), column(0, 12, 100)
+    reach = {p: cluster_geometry(X, C, min_rows=p, chunk_size=2).reach for p in (2, 3)}
+    np.testing.assert_allclose(reach[2], [1, (5 + 2) / 2, 0], rtol=0, atol=1e-15)
+    # Fewer rows than p (cluster 0): the mean of all of them (such a cluster is never sent).
+    np.testing.assert_allclose(reach[3], [1, (5 + 2 + 2) / 3, 0], rtol=0, atol=1e-15)
 
 
 def test_merged_sse_is_eq4_about_the_common_mean():
@@ -62,6 +72,19 @@ def test_algorithm2_goes_on_against_the_same_pair_as_written():
     np.testing.assert_array_equal(remove_one_fit_many(C, geometry), [False, True, True, False])
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_algorithm2_removes_nothing_from_a_two_centroid_lloyd_solution(seed):
+    # At a Lloyd fixed point with k' = 2 the only pair is (c_0, c_1), so the candidate
+    # c_i is one of them and G_j (their merged cluster) >= G_i: Algorithm 2 keeps a
+    # one-fit-many centroid beside a centroid of one outlying row (the FeCA paper's own
+    # limit at k = 2; see BENCHMARKS.md, "FeCA at k = 2 in 30 dimensions").
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(0, 1, (40, 3)), rng.normal(4, 1, (20, 3)), [[30, 0, 0]]])
+    result = kmeans(X, 2, rng=rng, max_iter=300, tol=0.0)
+    geometry = cluster_geometry(X, result.centroids)
+    assert remove_one_fit_many(result.centroids, geometry).all()
+
+
 def test_algorithm2_needs_non_empty_clusters():
     geometry = ClusterGeometry(np.array([1.0, 0.0]), column(0, 1), np.zeros(2), np.zeros(2))
     with pytest.raises(ValueError, match="at least one point"):
@@ -91,16 +114,30 @@ def test_algorithm3_radius_by_hand():
 def test_feca_client_update_removes_one_fit_many_and_assigns_radii():
     # Add a centroid at 1000 that gets no point: it is dropped first.
     C = np.vstack([LOCAL_C, column(1000)])
-    update = feca_client_update(LOCAL_X, C)
+    update = feca_client_update(LOCAL_X, C, [4, 2, 2, 0])
     np.testing.assert_array_equal(update.centroids, column(18.5, 21.5))
     np.testing.assert_array_equal(update.counts, [2, 2])
     # r' = 0.5 for both, half their distance is 1.5: Algorithm 4 gives 0.5.
     np.testing.assert_array_equal(update.radii, [0.5, 0.5])
     # Algorithm 3: 0.5 + 0.5 < 3, both stay; uniform radius 3 / 2.
-    theoretical = feca_client_update(LOCAL_X, C, radius="theoretical")
+    theoretical = feca_client_update(LOCAL_X, C, [4, 2, 2, 0], radius="theoretical")
     np.testing.assert_array_equal(theoretical.radii, [1.5, 1.5])
     with pytest.raises(ValueError, match="radius must be one of"):
-        feca_client_update(LOCAL_X, C, radius="largest")
+        feca_client_update(LOCAL_X, C, [4, 2, 2, 0], radius="largest")
+
+
+def test_withheld_clusters_rows_join_no_cluster_sent():
+    # The floor withholds c_0 = 5: its rows -1, 1, 9, 11 are nearer 18.5 than 21.5,
+    # yet they neither count for c_1 nor set its radius (19.5 from the row at -1).
+    # The counts sent are the sizes given (the rows each centroid averages).
+    update = feca_client_update(LOCAL_X, LOCAL_C, [4, 2, 3], sendable=[False, True, True],
+                                min_rows=2)
+    np.testing.assert_array_equal(update.centroids, column(18.5, 21.5))
+    np.testing.assert_array_equal(update.counts, [2, 3])
+    np.testing.assert_array_equal(update.radii, [0.5, 0.5])
+    # A Voronoi set of fewer than min_rows rows is not sent either; none left: nothing sent.
+    lone = feca_client_update(LOCAL_X, LOCAL_C, [4, 2, 2], min_rows=5)
+    assert lone.centroids.shape == (0, 1) and lone.radii.shape == (0,) and lone.counts.shape == (0,)
 
 
 # Received centroids on a line with their radii (Algorithm 5 hand case).

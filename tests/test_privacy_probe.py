@@ -247,6 +247,18 @@ def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkey
     assert extreme_values(replies, parts)
 
 
+def test_the_probe_finds_a_radius_that_is_one_rows_distance():
+    # FeCA's paper radius for the rows 1, 1, 4 (the lone row withheld, then counted in the
+    # kept cluster): 3, the distance to the row 4. Radius 0 is the distance of 2 rows.
+    X = np.array([[1.0], [1.0], [4.0]])
+    reply = {"message_type": np.asarray("query.feca"), "result.centroids": np.array([[1.0]]),
+             "result.counts": np.array([2.0])}
+    assert leaks([{**reply, "result.radii": np.array([3.0])}], X, 2) == [
+        "query.feca: radius(es) of centroid(s) [0] are the distance of fewer than 2 rows"]
+    assert leaks([{**reply, "result.radii": np.array([0.0])}], X, 2) == []
+    assert leaks([{**reply, "result.radii": np.array([1.5])}], X, 2) == []
+
+
 def test_a_k_as_large_as_the_data_fails_instead_of_sending_the_data():
     # Before the floor, k = 5000 over 2 clients of S1 put every row into model.pb.
     # Now each client answers, but every local cluster is one row: it sends none.

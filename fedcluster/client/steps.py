@@ -70,14 +70,14 @@ def bounds_request(X, centroids, config: dict) -> ClientSummary:
     return ClientSummary(n=int(X.shape[0]), low=low, high=high)
 
 
-def local_kmeans_request(X, centroids, config: dict) -> ClientSummary:
+def local_kmeans(X, config: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """k-means++ and Lloyd on the local rows; ``k`` is capped at the number of distinct rows.
 
-    Privacy floor: local clusters of fewer than ``min-cluster-size`` rows, and
-    those whose centroid equals a value that fewer local rows hold, are left
-    out of the reply (:func:`.privacy.keep_large`), so a client may send fewer
-    than ``k`` centroids, none at all when every cluster is small (the server
-    clusters whatever centroids it gets, weighted by counts).
+    Returns every local centroid (host arrays), the rows behind each (the
+    last assignment, whose means the centroids are) and the mask of those the
+    privacy floor lets out (:func:`.privacy.keep_large`). A step that refines
+    the clusters before sending them (FeCA) needs the withheld centroids too,
+    to keep their rows out of the clusters it sends.
     """
     k = request_setting(config, "k", int, positive)
     check_rows(int(X.shape[0]), min_cluster_size(config))
@@ -91,5 +91,17 @@ def local_kmeans_request(X, centroids, config: dict) -> ClientSummary:
         chunk_size=chunk_size(config),
     )
     centroids, counts = to_numpy(result.centroids), to_numpy(result.counts)
-    keep = keep_large(X, centroids, counts, min_cluster_size(config))
+    return centroids, counts, keep_large(X, centroids, counts, min_cluster_size(config))
+
+
+def local_kmeans_request(X, centroids, config: dict) -> ClientSummary:
+    """The centroids of :func:`local_kmeans` that the floor lets out, with their sizes.
+
+    Privacy floor: local clusters of fewer than ``min-cluster-size`` rows, and
+    those whose centroid equals a value that fewer local rows hold, are left
+    out of the reply (:func:`.privacy.keep_large`), so a client may send fewer
+    than ``k`` centroids, none at all when every cluster is small (the server
+    clusters whatever centroids it gets, weighted by counts).
+    """
+    centroids, counts, keep = local_kmeans(X, config)
     return ClientSummary(n=int(X.shape[0]), centroids=centroids[keep], counts=counts[keep])

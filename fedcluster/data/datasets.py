@@ -1,4 +1,4 @@
-"""Named datasets: the SIPU S-sets and G2-sets, the papers' synthetic sets, digits, or a file.
+"""Named datasets: the SIPU S-sets and G2-sets, the papers' synthetic sets, scikit-learn's, or a file.
 
 Shipped data (read from the package itself with :mod:`importlib.resources`,
 so they load the same from a source checkout and from an installed wheel):
@@ -18,8 +18,9 @@ Generated, seeded (each with a frozen parameter dataclass, see
 * ``ffcm-case1``: the FFCM paper's case 1, three Gaussians over three
   clients, labels = client (:class:`FFCMCase1Params`).
 
-And ``digits``, scikit-learn's copy of the UCI handwritten digits (1797 x 64),
-loaded through scikit-learn when it is installed; ``mnist`` and ``mnist-test``,
+And the small UCI sets bundled with scikit-learn, loaded through it when it is
+installed (:data:`SKLEARN_SETS`): ``digits`` (1797 x 64), ``iris`` (150 x 4),
+``wine`` (178 x 13) and ``breast-cancer`` (569 x 30); ``mnist`` and ``mnist-test``,
 the shipped MNIST training and test images (``fedcluster/data/mnist/``).
 """
 
@@ -54,9 +55,21 @@ __all__ = [
     "make_triebe",
 ]
 
+#: The UCI sets bundled with scikit-learn: name -> (its loader in sklearn.datasets,
+#: citation, image shape of a row or None).
+SKLEARN_SETS = {
+    "digits": ("load_digits", "E. Alpaydin and C. Kaynak, Optical Recognition of Handwritten "
+               "Digits, UCI Machine Learning Repository, 1998", (1, 8, 8)),
+    "iris": ("load_iris", "R. A. Fisher, Iris, UCI Machine Learning Repository, 1936", None),
+    "wine": ("load_wine", "S. Aeberhard and M. Forina, Wine, UCI Machine Learning "
+             "Repository, 1991", None),
+    "breast-cancer": ("load_breast_cancer", "W. Wolberg, O. Mangasarian, N. Street and "
+                      "W. Street, Breast Cancer Wisconsin (Diagnostic), UCI Machine Learning "
+                      "Repository, 1995", None),
+}
 #: The datasets known by name (besides the G2 family, :data:`G2_NAMES`).
-DATASET_NAMES = ("s1", "s2", "s3", "s4", "blobs", "garst-grid", "triebe", "ffcm-case1", "digits",
-                 "mnist", "mnist-test")
+DATASET_NAMES = ("s1", "s2", "s3", "s4", "blobs", "garst-grid", "triebe", "ffcm-case1",
+                 *SKLEARN_SETS, "mnist", "mnist-test")
 #: Dimensions and standard deviations of the shipped G2-sets.
 G2_DIMENSIONS = (1, 2, 4, 8, 16, 32, 64, 128)
 G2_DEVIATIONS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
@@ -89,11 +102,6 @@ TRIEBE_CITATION = (
 FFCM_CITATION = (
     "Synthetic set after M. Stallmann and A. Wilbik, Towards Federated Clustering: "
     "A Federated Fuzzy c-Means Algorithm (FFCM), case 1."
-)
-DIGITS_CITATION = (
-    "E. Alpaydin and C. Kaynak, Optical Recognition of Handwritten Digits, UCI "
-    "Machine Learning Repository, 1998 (the copy bundled with scikit-learn, "
-    "sklearn.datasets.load_digits)."
 )
 
 #: Label of the uniform noise points in :func:`make_blobs`.
@@ -541,7 +549,8 @@ def load_dataset(
         to ``true_centers[c - 1]``) and the 15 generating centres. For
         ``g2-D-S``: 2048 x D points, labels 0 and 1 (first and second 1024
         rows) and the two true centres. For ``digits``: 1797 x 64 pixel
-        values 0..16, labels 0..9, no centres. For ``mnist`` (``mnist-test``):
+        values 0..16, labels 0..9, no centres; ``iris``, ``wine`` and
+        ``breast-cancer``: their raw features and classes, no centres. For ``mnist`` (``mnist-test``):
         60000 (10000) x 784 pixels scaled to [0, 1], labels 0..9, no centres.
         Generated sets: see their
         ``make_*`` function. For a file: its points, its labels (CSV label
@@ -552,7 +561,7 @@ def load_dataset(
     ------
     DataError
         If ``spec`` is neither a known name nor an existing file, the file is
-        invalid, or ``digits`` is asked for without scikit-learn.
+        invalid, or a set of :data:`SKLEARN_SETS` is asked for without scikit-learn.
     ValueError
         If parameters are given for a dataset that takes none, or are not
         fields of its parameter dataclass, or are out of range.
@@ -580,8 +589,8 @@ def load_dataset(
         return _load_sset(spec)
     if spec in G2_NAMES:
         return _load_g2(spec)
-    if spec == "digits":
-        return _load_digits()
+    if spec in SKLEARN_SETS:
+        return _load_sklearn(spec)
     if spec in MNIST_FILES:
         return _load_mnist(spec)
     path = Path(spec)
@@ -637,19 +646,21 @@ def _load_g2(name: str) -> Dataset:
     return Dataset(name, X, labels, centers, G2_CITATION)
 
 
-def _load_digits() -> Dataset:
-    """scikit-learn's copy of the UCI digits (bundled with scikit-learn, no download)."""
+def _load_sklearn(name: str) -> Dataset:
+    """A UCI set bundled with scikit-learn (no download): raw features, class labels, no centres."""
+    loader, citation, image_shape = SKLEARN_SETS[name]
     try:
-        from sklearn.datasets import load_digits
+        from sklearn import datasets
     except ImportError:
         raise DataError(
-            "dataset 'digits' is loaded through scikit-learn, which is not installed; "
+            f"dataset {name!r} is loaded through scikit-learn, which is not installed; "
             "install it with `pip install scikit-learn`"
         ) from None
-    bunch = load_digits()
-    return Dataset("digits", np.asarray(bunch.data, dtype=np.float64),
-                   np.asarray(bunch.target, dtype=np.int64), None, DIGITS_CITATION,
-                   image_shape=(1, 8, 8))
+    bunch = getattr(datasets, loader)()
+    return Dataset(name, np.asarray(bunch.data, dtype=np.float64),
+                   np.asarray(bunch.target, dtype=np.int64), None,
+                   f"{citation} (the copy bundled with scikit-learn, sklearn.datasets.{loader}).",
+                   image_shape=image_shape)
 
 
 MNIST_CITATION = (

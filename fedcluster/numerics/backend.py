@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["get_namespace", "namespace_of", "one_blas_thread", "scatter_max", "to_numpy"]
+__all__ = ["get_namespace", "namespace_of", "one_blas_thread", "to_numpy"]
 
 _GPU_HINT = "install the GPU extra with `pip install fedcluster[gpu]`"
 
@@ -89,20 +89,6 @@ def to_numpy(array: Any) -> np.ndarray:
     if namespace_of(array) is not np:
         return array.get()
     return np.asarray(array)
-
-
-def scatter_max(target: Any, indices: Any, values: Any) -> None:
-    """Raise ``target[indices[i]]`` to ``values[i]`` where that is larger, for every i, in place.
-
-    NumPy's ``maximum.at``; CuPy has no ``ufunc.at`` for it but
-    ``cupyx.scatter_max``, which does the same on the device.
-    """
-    if namespace_of(target) is np:
-        np.maximum.at(target, indices, values)
-    else:
-        import cupyx
-
-        cupyx.scatter_max(target, indices, values)
 
 
 class _OneBlasThread:

@@ -51,7 +51,10 @@ def leaks(replies: list[dict[str, np.ndarray]], X: np.ndarray, p: int) -> list[s
     allows; duplicates are counted over ``X``, which is one client's count
     when no value is shared between clients), a per-feature value of a bounds
     reply equal to the exact minimum or maximum of that feature on any client,
-    or a centroid sent with a count between 0 and ``p``.
+    a centroid sent with a count between 0 and ``p``, or a radius (FeCA) equal
+    to the distance from its centroid to 1 to p - 1 rows of ``X`` (to 1e-9
+    relative: the client's distances come from the expanded form ``|x|^2 -
+    2 x.c + |c|^2``, not from the direct difference used here).
     """
     values, holders = np.unique(np.asarray(X, dtype=np.float64) + 0.0, axis=0, return_counts=True)
     rows = {row.tobytes() for row in values[holders < p]}
@@ -72,6 +75,15 @@ def leaks(replies: list[dict[str, np.ndarray]], X: np.ndarray, p: int) -> list[s
             if len(small):
                 found.append(f"{kind}: centroid(s) {small[:5].tolist()} of counts "
                              f"{counts[small[:5]].tolist()} < {p}")
+        if "result.radii" in reply:
+            distances = np.linalg.norm(np.asarray(X, np.float64)[None, :, :]
+                                       - reply["result.centroids"][:, None, :], axis=2)
+            radii = np.asarray(reply["result.radii"], np.float64)[:, None]
+            at_radius = np.isclose(distances, radii, rtol=1e-9, atol=0).sum(axis=1)
+            few = np.flatnonzero((at_radius > 0) & (at_radius < p))
+            if len(few):
+                found.append(f"{kind}: radius(es) of centroid(s) {few[:5].tolist()} are the "
+                             f"distance of fewer than {p} rows")
     return found
 
 

@@ -1,7 +1,7 @@
 """The FeCA client step (Algorithm 2 and Algorithm 4 or 3 of the Jigsaw Game paper, ``004``).
 
 The client runs k-means++ and Lloyd on its rows (the ``query.local_kmeans``
-computation, :func:`~fedcluster.client.steps.local_kmeans_request`), removes
+computation, :func:`~fedcluster.client.steps.local_kmeans`), removes
 one-fit-many centroids, assigns a radius to each remaining centroid and sends
 the centroid-radius pairs with their cluster sizes
 (:func:`fedcluster.methods.feca.kernels.feca_client_update`).
@@ -9,15 +9,10 @@ the centroid-radius pairs with their cluster sizes
 
 from __future__ import annotations
 
-import dataclasses
-
-import numpy as np
-
 from ...numerics import namespace_of
 from .kernels import feca_client_update
 from ...messages import ClientSummary, request_option
-from ...client.privacy import keep_large
-from ...client.steps import chunk_size, local_kmeans_request, min_cluster_size
+from ...client.steps import chunk_size, local_kmeans, min_cluster_size
 from .options import FeCAOptions
 
 
@@ -31,20 +26,20 @@ def feca_request(X, centroids, config: dict) -> ClientSummary:
     Request settings: those of ``query.local_kmeans`` (``k``, ``seed``,
     ``max-iter``, ``tol``, ``chunk-size``) and ``radius`` (``"algorithm4"`` or
     ``"theoretical"``). The reply carries the kept centroids, their ``radii``
-    and ``counts`` (cluster sizes); the request's global centroids, if any,
-    are not used. Privacy floor: the local k-means leaves out clusters of
-    fewer than ``min-cluster-size`` rows (and those whose centroid equals a
-    value fewer local rows hold), and so does the reply after the refinement
-    (whose reassignment may leave a centroid with fewer rows); a client all
-    of whose local clusters are small sends no pair. The server groups
-    whatever centroid-radius pairs it gets.
+    and ``counts`` (the rows each centroid is the mean of); the request's
+    global centroids, if any, are not used. Privacy floor: the local
+    clusters of fewer than ``min-cluster-size`` rows (and those whose
+    centroid equals a value fewer local rows hold) are withheld, and their
+    rows belong to no cluster sent, so they set no radius; each radius is a
+    statistic of at least p rows of its own cluster (see
+    :mod:`.kernels`, "Radii and the privacy floor"). A client all of whose
+    local clusters are small sends no pair. The server groups whatever
+    centroid-radius pairs it gets.
     """
     radius = request_option(config, FeCAOptions, "radius")
-    local = local_kmeans_request(X, None, config)
-    if not len(local.centroids):  # every local cluster is below the floor: nothing to refine
-        return dataclasses.replace(local, radii=np.zeros(0))
-    update = feca_client_update(X, namespace_of(X).asarray(local.centroids), radius=radius,
+    local, sizes, sendable = local_kmeans(X, config)
+    update = feca_client_update(X, namespace_of(X).asarray(local), sizes, sendable=sendable,
+                                min_rows=min_cluster_size(config), radius=radius,
                                 chunk_size=chunk_size(config))
-    keep = keep_large(X, update.centroids, update.counts, min_cluster_size(config))
-    return ClientSummary(n=int(X.shape[0]), centroids=update.centroids[keep],
-                         counts=update.counts[keep], radii=update.radii[keep])
+    return ClientSummary(n=int(X.shape[0]), centroids=update.centroids, counts=update.counts,
+                         radii=update.radii)

@@ -6,13 +6,33 @@ Flower-free steps of Algorithm 1:
   local Lloyd run, remove one-fit-many centroids (Algorithm 2,
   :func:`remove_one_fit_many`) and give each remaining centroid a radius
   (Algorithm 4, :func:`empirical_radii`, or Algorithm 3,
-  :func:`theoretical_radius`);
+  :func:`theoretical_radius`), each a statistic of at least p rows (see
+  "Radii and the privacy floor" below);
 * server (:func:`feca_aggregate`): group all received centroids, largest
   radius first, and return the means of the ``k`` largest groups
   (Algorithm 5, :func:`group_by_radius`).
 
 Where the paper leaves a detail open, the choice is stated in the function
-that makes it. The data may be NumPy or CuPy (only :func:`cluster_geometry`
+that makes it.
+
+Radii and the privacy floor. The paper's ``r'_i`` (Algorithms 3 and 4, line
+3 and 2) is the largest distance from a row of ``D_i`` to ``c_i``: the
+distance of one row, which with the centroid sent places that row on a
+sphere (in one dimension, at one of two points). Here ``r'_i`` is the mean
+of the p largest distances from rows of ``D_i`` to ``c_i`` (p the client's
+``min-cluster-size``; p = 1 is the paper's maximum), a statistic of p rows
+like every other value sent. Not the p-th largest distance: that is one
+row's distance again. The mean of the p largest lies between the p-th
+largest distance and the largest, so the radius still aims at the cluster's
+outer edge as the paper intends (a quantile of the distances would sit
+further in, and is again one row's distance unless interpolated); what it
+costs is a smaller ``r'_i`` (more so for small or skewed clusters, whose
+farthest row stands far out), so Algorithm 4's ``min(r'_i, d_ij / 2)`` more
+often takes ``r'_i`` and the server's groups (Algorithm 5) come out smaller.
+The clusters are those of the centroids the floor lets out: the rows of a
+withheld local cluster belong to no cluster sent (they would otherwise join
+the nearest sent one and set its radius), and ``d_ij`` runs over sent
+centroids only. The data may be NumPy or CuPy (only :func:`cluster_geometry`
 reads it); everything after works on a few summaries per cluster on the host.
 """
 
@@ -23,7 +43,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ...numerics._validation import check_positive_int
-from ...numerics.backend import namespace_of, scatter_max, to_numpy
+from ...numerics.backend import namespace_of, to_numpy
 from ...numerics.distance import sq_distances
 from ...numerics.lloyd import DEFAULT_CHUNK_SIZE, assign, cluster_stats
 
@@ -60,8 +80,11 @@ class ClusterGeometry(NamedTuple):
     sse : ndarray of shape (k,)
         ``G_i = sum_{x in D_i} ||x - c_i||^2`` (eq. 3).
     reach : ndarray of shape (k,)
-        ``r'_i = max_{x in D_i} ||x - c_i||`` (Algorithms 3 and 4); 0 for an
-        empty cluster.
+        ``r'_i`` of Algorithms 3 and 4: the mean of the ``min_rows`` largest
+        distances ``||x - c_i||``, ``x`` in ``D_i`` (the paper's maximum for
+        ``min_rows = 1``; see the module's "Radii and the privacy floor");
+        the mean of all of them for a cluster of fewer rows, 0 for an empty
+        one.
     """
 
     counts: np.ndarray
@@ -140,8 +163,8 @@ def _nearest_other(distances: np.ndarray) -> np.ndarray:
     return masked.min(axis=1)
 
 
-def cluster_geometry(X: Any, centroids: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE
-                     ) -> ClusterGeometry:
+def cluster_geometry(X: Any, centroids: Any, *, min_rows: int = 1,
+                     chunk_size: int = DEFAULT_CHUNK_SIZE) -> ClusterGeometry:
     """Assign the samples to their nearest centroid and summarise each cluster.
 
     Parameters
@@ -150,6 +173,8 @@ def cluster_geometry(X: Any, centroids: Any, *, chunk_size: int = DEFAULT_CHUNK_
         The client's samples (NumPy or CuPy).
     centroids : array of shape (k, d)
         The client's Lloyd centroids ``C^(m)``.
+    min_rows : int, default=1
+        Rows behind each ``r'_i`` (p of the privacy floor).
     chunk_size : int, default=DEFAULT_CHUNK_SIZE
         Number of rows processed at once.
 
@@ -160,19 +185,36 @@ def cluster_geometry(X: Any, centroids: Any, *, chunk_size: int = DEFAULT_CHUNK_
         centroids (ties to the lowest index), as in the paper's appendix A.
     """
     xp = namespace_of(X)
+    min_rows = check_positive_int(min_rows, "min_rows")
     centroids = xp.asarray(centroids, dtype=xp.float64)
     stats = cluster_stats(X, centroids, chunk_size=chunk_size)
     labels, sqdist = assign(X, centroids, chunk_size=chunk_size)
     k = centroids.shape[0]
-    # Per-cluster sums of squares and reaches on the data's device: only k
-    # numbers of each come to the host, not the n labels and distances.
+    # Per-cluster sums of squares on the data's device: only k numbers come to
+    # the host, not the n labels and distances (and k x min_rows for reach).
     sse = xp.bincount(labels, weights=sqdist, minlength=k)
-    reach_sq = xp.zeros(k, dtype=xp.float64)
-    scatter_max(reach_sq, labels, sqdist)
     counts = to_numpy(stats.counts)
     filled = np.where(counts > 0, counts, 1.0)
     means = np.where(counts[:, None] > 0, to_numpy(stats.sums) / filled[:, None], to_numpy(centroids))
-    return ClusterGeometry(counts, means, to_numpy(sse), np.sqrt(to_numpy(reach_sq)))
+    return ClusterGeometry(counts, means, to_numpy(sse), _mean_of_largest(labels, sqdist, counts, min_rows))
+
+
+def _mean_of_largest(labels, sqdist, counts: np.ndarray, m: int) -> np.ndarray:
+    """Per cluster, the mean of its ``m`` largest distances (of all, if fewer; 0 if none).
+
+    Sorting the rows by cluster, then by distance, puts each cluster's ``m``
+    farthest rows at the end of its run; only those ``k x m`` distances come
+    to the host.
+    """
+    xp = namespace_of(sqdist)
+    order = xp.lexsort(xp.stack([sqdist, labels.astype(xp.float64)]))
+    ends = np.cumsum(counts).astype(np.int64)
+    taken = np.minimum(counts, m).astype(np.int64)
+    steps = np.arange(m)
+    valid = steps[None, :] < taken[:, None]
+    rows = np.where(valid, ends[:, None] - 1 - steps[None, :], 0)
+    distances = np.sqrt(np.maximum(to_numpy(sqdist[order][xp.asarray(rows)]), 0.0))
+    return np.where(valid, distances, 0.0).sum(axis=1) / np.maximum(taken, 1)
 
 
 def merged_sse(centroids: np.ndarray, geometry: ClusterGeometry, p: int, q: int) -> float:
@@ -207,6 +249,13 @@ def remove_one_fit_many(centroids: Any, geometry: ClusterGeometry) -> np.ndarray
     spread of the distance values about their own mean; that spread is small
     for a centroid midway between clusters, whose points are all about
     equally far, and would not single it out.
+
+    With two centroids at a Lloyd fixed point nothing is ever removed: the
+    only pair is the candidate and the other, and their merged cluster costs
+    at least the candidate's own (``G_j >= G_i``). A local solution of
+    ``k' = 2`` that spends one centroid on a few outlying rows and the other
+    on all the rest is therefore sent as it is (the paper's own limit at
+    k = 2, not relieved here: the paper refines a single Lloyd solution).
 
     Parameters
     ----------
@@ -254,7 +303,8 @@ def empirical_radii(centroids: Any, reach: Any) -> np.ndarray:
     centroids : array of shape (k, d)
         The centroids Algorithm 2 kept.
     reach : array of shape (k,)
-        ``r'_i``, the largest distance from a point of ``D_i`` to ``c_i``.
+        ``r'_i`` of :class:`ClusterGeometry` (the paper's largest distance
+        from a point of ``D_i`` to ``c_i``, here the mean of the p largest).
 
     Returns
     -------
@@ -283,7 +333,8 @@ def theoretical_radius(centroids: Any, reach: Any) -> float:
     centroids : array of shape (k, d)
         The centroids Algorithm 2 kept.
     reach : array of shape (k,)
-        ``r'_i``, the largest distance from a point of ``D_i`` to ``c_i``.
+        ``r'_i`` of :class:`ClusterGeometry` (the paper's largest distance
+        from a point of ``D_i`` to ``c_i``, here the mean of the p largest).
 
     Returns
     -------
@@ -312,22 +363,38 @@ def theoretical_radius(centroids: Any, reach: Any) -> float:
 def feca_client_update(
     X: Any,
     centroids: Any,
+    sizes: Any,
     *,
+    sendable: Any = None,
+    min_rows: int = 1,
     radius: RadiusRule = "algorithm4",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> ClientUpdate:
     """A FeCA client's refinement of its Lloyd solution (Algorithm 2, then 4 or 3).
 
-    Centroids whose cluster is empty are dropped first: they describe no data
-    and have no radius (the "almost-empty" centroids of appendix C.6, which
-    the paper lets Algorithm 5 discard).
+    The clusters ``D_i`` are the Voronoi sets of all the given centroids.
+    Only those the privacy floor lets out (``sendable``) take part, and of
+    those only the ones whose set holds ``min_rows`` rows or more (their
+    ``r'_i`` needs p rows; an empty set describes no data and has no radius,
+    the "almost-empty" centroids of appendix C.6, which the paper lets
+    Algorithm 5 discard); the rows of the others belong to no cluster sent.
 
     Parameters
     ----------
     X : array of shape (n_samples, d)
         The client's samples (NumPy or CuPy).
     centroids : array of shape (k, d)
-        The centroids of the client's Lloyd run (Algorithm 2, line 2).
+        All the centroids of the client's Lloyd run (Algorithm 2, line 2),
+        withheld ones included.
+    sizes : array of shape (k,)
+        The rows behind each centroid (the Lloyd run's last assignment, whose
+        means the centroids are): the count sent with a kept centroid, so
+        that it counts the rows the centroid averages, not the Voronoi set
+        that the refinement reassigns.
+    sendable : array of bool, shape (k,), default=None (all)
+        The centroids the privacy floor lets out.
+    min_rows : int, default=1
+        p of the privacy floor (1: the paper's radii).
     radius : {"algorithm4", "theoretical"}, default="algorithm4"
         Per-centroid radii of Algorithm 4, or the uniform radius of Algorithm 3.
     chunk_size : int, default=DEFAULT_CHUNK_SIZE
@@ -336,21 +403,27 @@ def feca_client_update(
     Returns
     -------
     ClientUpdate
-        The kept centroids, their radii and cluster sizes (host arrays).
+        The kept centroids, their radii and sizes (host arrays); none when
+        no cluster may be sent.
     """
     if radius not in RADIUS_RULES:
         raise ValueError(f"radius must be one of {', '.join(RADIUS_RULES)}, got {radius!r}")
-    geometry = cluster_geometry(X, centroids, chunk_size=chunk_size)
-    filled = geometry.counts > 0
-    centroids = _as_centroids(centroids)[filled]
-    geometry = geometry.subset(filled)
+    geometry = cluster_geometry(X, centroids, min_rows=min_rows, chunk_size=chunk_size)
+    centroids = _as_centroids(centroids)
+    sizes = _as_per_centroid(sizes, centroids.shape[0], "sizes")
+    usable = geometry.counts >= min_rows
+    if sendable is not None:
+        usable &= np.asarray(sendable, dtype=bool)
+    centroids, sizes, geometry = centroids[usable], sizes[usable], geometry.subset(usable)
+    if not len(centroids):
+        return ClientUpdate(centroids, np.zeros(0), sizes)
     keep = remove_one_fit_many(centroids, geometry)
     centroids, geometry = centroids[keep], geometry.subset(keep)
     if radius == "algorithm4":
         radii = empirical_radii(centroids, geometry.reach)
     else:
         radii = np.full(len(centroids), theoretical_radius(centroids, geometry.reach))
-    return ClientUpdate(centroids, radii, geometry.counts)
+    return ClientUpdate(centroids, radii, sizes[keep])
 
 
 def group_by_radius(centroids: Any, radii: Any) -> list[np.ndarray]:

@@ -10,9 +10,11 @@ the means of the ``k`` largest groups (Algorithm 5,
 :func:`fedcluster.methods.feca.kernels.feca_aggregate`).
 
 Privacy floor: a client sends only centroids of at least ``min-cluster-size``
-rows (after its refinement), so a small local cluster contributes no pair; the
-server groups the pairs it gets, and says so when they form fewer than ``k``
-groups (the result then has fewer centroids).
+rows (after its refinement), so a small local cluster contributes no pair, and
+each radius is a statistic of at least that many rows of its own cluster (see
+:mod:`.kernels`, "Radii and the privacy floor"); the server groups the pairs it
+gets, and says so when they form fewer than ``k`` groups (the result then has
+fewer centroids).
 """
 
 from __future__ import annotations
