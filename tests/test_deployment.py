@@ -68,7 +68,7 @@ ON_S1 = {"deepfeca": {"network": "mlp", "image-shape": "2", "num-server-rounds":
 
 @pytest.mark.parametrize("algorithm", [name for name in METHODS if name != "dwf"])
 def test_every_method_runs_in_the_deployment(federation, algorithm):
-    settings = {"algorithm": algorithm, "k": 15, "seed": 1, "num-server-rounds": 3,
+    settings = {"algorithm": algorithm, "k": 15, "seed": 1, "num-server-rounds": 2,
                 **ON_S1.get(algorithm, {})}
     model, log = deploy(federation, algorithm, settings)
     assert model.algorithm == algorithm
@@ -116,12 +116,13 @@ def test_secure_aggregation_and_distributed_dp_in_the_deployment(federation, s1)
     assert secure.settings["secure-aggregation"] is True
     assert all(r.clients_answered == 3 for r in secure.history)
 
+    # One round: tests/test_privacy.py checks the epsilon recorded after each of several.
     noisy, _ = deploy(federation, "dwf-distributed-dp", {
-        **sum_form, "secure-aggregation": True, "dp": "distributed", "dp-epsilon": 5.0})
+        **sum_form, "num-server-rounds": 1, "secure-aggregation": True, "dp": "distributed",
+        "dp-epsilon": 5.0})
     train = [r for r in noisy.history if r.phase == "train"]
-    assert noisy.rounds == len(train) == 2 and all(r.clients_answered == 3 for r in train)
-    spent = [r.epsilon for r in train]
-    assert spent == sorted(spent) and 0 < spent[0] and spent[-1] == pytest.approx(5.0, rel=1e-3)
+    assert noisy.rounds == len(train) == 1 and train[0].clients_answered == 3, noisy.history
+    assert train[0].epsilon == pytest.approx(5.0, rel=1e-3)
     assert not np.allclose(noisy.centroids, secure.centroids)  # the noise is there
 
 
