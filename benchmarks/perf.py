@@ -704,10 +704,7 @@ def polling(args: argparse.Namespace) -> None:
         with LocalDeployment(work, configs) as dep:
             def run(app: Path, config: str) -> float:
                 start = time.perf_counter()
-                done = subprocess.run(
-                    [str(Path(sys.executable).parent / "flwr"), "run", str(app),
-                     "local-deployment", "--stream", "-c", config],
-                    cwd=dep.workdir, env=dep.env, capture_output=True, text=True, timeout=900)
+                done = dep.flwr_run(config, timeout=900, app=app)
                 if done.returncode != 0 or "ERROR" in done.stdout:
                     raise RuntimeError(f"flwr run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
                                        f"\n{dep.logs()}")

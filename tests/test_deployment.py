@@ -167,3 +167,15 @@ def test_partial_participation_from_a_start_file(federation, s1):
     assert np.isfinite(first.movement) and first.movement > 0, first
     assert model.settings["clients-per-round"] == 2
     assert model.n_points == 5000  # the final score asks every SuperNode
+
+
+def test_the_polling_benchmarks_bare_app_runs_with_prompt_grid(federation):
+    """``benchmarks/perf.py polling`` times this empty app against DWF: it must run (it once
+    imported PromptGrid from a module that had moved), here one round with fedcluster's grid."""
+    from harness.localdeploy import REPO
+
+    deployment, _ = federation
+    done = deployment.flwr_run("rounds=1 nodes=3 prompt=true", timeout=300,
+                               app=REPO / "benchmarks" / "perf_bare_app")
+    assert done.returncode == 0 and "ERROR" not in done.stdout, done.stdout + done.stderr
+    assert "bare round 1:" in done.stdout and "3 replies" in done.stdout, done.stdout

@@ -166,10 +166,11 @@ class LocalDeployment:
         self.killed_groups.append(self.superlink.pid)
         return self.superlink.pid
 
-    def flwr_run(self, run_config: str, timeout: float) -> subprocess.CompletedProcess:
-        """Submit the fedcluster app and stream its log until the run ends."""
+    def flwr_run(self, run_config: str, timeout: float, app: Path = REPO
+                 ) -> subprocess.CompletedProcess:
+        """Submit the fedcluster app (or another Flower `app`) and stream its log until the run ends."""
         return subprocess.run(
-            [str(BIN / "flwr"), "run", str(REPO), "local-deployment", "--stream", "-c", run_config],
+            [str(BIN / "flwr"), "run", str(app), "local-deployment", "--stream", "-c", run_config],
             cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=timeout,
         )
 
