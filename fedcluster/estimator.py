@@ -59,7 +59,7 @@ class FederatedKMeans:
     same name (its description is the command line's help text, and its
     default is the command line's), except those scikit-learn names
     otherwise (:data:`CONFIG_NAMES`): ``n_clusters`` is ``k`` (``--k``),
-    ``max_iter`` is ``num_server_rounds`` (``--num-server-rounds``: rounds,
+    ``max_iter`` is ``num_server_rounds`` (``--rounds``: rounds,
     each a Lloyd step of every sampled client), ``random_state`` is ``seed``
     (an int; ``None`` and ``RandomState`` objects are refused) and
     ``restart_score`` is ``score`` (which would hide :meth:`score`).
