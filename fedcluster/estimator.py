@@ -16,7 +16,6 @@ from __future__ import annotations
 import inspect
 import tempfile
 import warnings
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -296,13 +295,12 @@ class FederatedKMeans:
         rows: list[np.ndarray | None] = [validate_points(X, source=f"client {i}")
                                          for i, X in enumerate(parts)]
         dims = [X.shape[1] for X in rows]
-        common = Counter(dims).most_common(1)[0][0] if dims else 0
-        reference = dims.index(common) if dims else 0
+        common = max(dims, key=dims.count, default=0)  # the most parts' (a tie: the first's)
         for i, d in enumerate(dims):
             if d == common:
                 continue
-            problem = (f"client {i} (parts[{i}]) has {d} features where client {reference} "
-                       f"has {common}")
+            problem = (f"client {i} (parts[{i}]) has {d} features where client "
+                       f"{dims.index(common)} has {common}")
             if self.on_bad_client == "raise":
                 raise DataError(f"{problem}: every data owner's rows need the same features "
                                 f"(on_bad_client='skip' leaves such a part out, with a warning)")
@@ -367,12 +365,15 @@ class FederatedKMeans:
         """Opposite of the sum of squared distances of ``X`` to its nearest centres (higher is better).
 
         scikit-learn's convention (``KMeans.score``: the negative inertia of
-        ``X``). The command line's "score" (``result_.score``, the model
-        file's, ``fedcluster simulate``'s summary) is another quantity: the
-        positive mean squared distance, the sum over all clients' rows
-        divided by their number. With ``restart_score="exact"`` and ``X`` the
-        union of the parts, ``score(X) == -result_.score * len(X)`` (up to
-        rounding) and ``inertia_ == result_.score * len(X)``.
+        ``X``, a sum). The command line's "score" (``result_.score``, the
+        model file's, ``fedcluster simulate``'s summary) is another quantity,
+        positive and a mean: with ``restart_score="exact"`` (the default) the
+        squared distances of all clients' rows to their nearest centres
+        summed and divided by the number of rows; with "client-mean" the
+        mean of each client's own such mean. So with "exact" and ``X`` the
+        union of the parts, ``score(X) == -result_.score * len(X)`` up to
+        rounding, and ``inertia_ == result_.score * len(X)``. Both are in the
+        units clustered (standardised ones with ``standardize=True``).
         """
         return -float(cluster_stats(self._rows(X), self.result_.centroids).inertia)
 
@@ -407,4 +408,4 @@ class FederatedKMeans:
         defaults = {name: p.default for name, p in
                     inspect.signature(type(self).__init__).parameters.items()}
         changed = {k: v for k, v in self.get_params().items() if v != defaults[k]}
-        return f"FederatedKMeans({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in changed.items())})"

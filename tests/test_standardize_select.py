@@ -298,6 +298,10 @@ def test_k_ranges_and_criteria_are_checked_and_named():
         select_k(parts, "2:3", "elbow")
     with pytest.raises(ConfigError, match="'knee'"):
         select_k(parts, "2:4", "knee")
+    with pytest.raises(ConfigError, match="not an 'n_clusters' parameter"):
+        select_k(parts, "2:4", n_clusters=3)
+    with pytest.raises(ConfigError, match="'backend': 'ray'"):
+        select_k(parts, "2:4", backend="ray")
 
 
 def test_the_elbow_is_the_point_farthest_from_the_chord():
