@@ -15,18 +15,40 @@ from __future__ import annotations
 
 import inspect
 import tempfile
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .config import ConfigError, RunConfig
-from .data import validate_points
+from .data import DataError, validate_points
 from .numerics import assign, cluster_stats
+from .numerics.distance import sq_distances
+from .options import kebab
 from .privacy.options import check_delta_for_rows
 from .results import RunResult
 
 _DEFAULT = {name: field.default for name, field in RunConfig.model_fields.items()}
+#: Parameters that scikit-learn names differently from the run config: parameter -> field.
+CONFIG_NAMES = {"n_clusters": "k", "random_state": "seed", "max_iter": "num_server_rounds",
+                "restart_score": "score"}
+#: The estimator's own parameters (not run settings) and their allowed values.
+CHOICES = {"backend": ("memory", "flower"), "on_bad_client": ("raise", "skip")}
+
+
+def _one_array(parts: Any) -> bool:
+    """Whether ``parts`` is one 2-D array of rows rather than a sequence of owners' arrays.
+
+    An array (NumPy, pandas) says so by its ``ndim``; a list of lists is one
+    when its items are rows of numbers of one length.
+    """
+    if hasattr(parts, "ndim"):
+        return parts.ndim == 2
+    try:
+        return len(parts) > 0 and np.asarray(parts[0]).ndim == 1 and np.ndim(parts) == 2
+    except ValueError:  # ragged: parts of different shapes, or an invalid part named later
+        return False
 
 
 class FederatedKMeans:
@@ -34,13 +56,27 @@ class FederatedKMeans:
 
     Every parameter is the :class:`~fedcluster.config.RunConfig` field of the
     same name (its description is the command line's help text, and its
-    default is the command line's), except ``restart_score``, the field
-    ``score`` (which would hide :meth:`score`); ``algorithm`` picks the method
-    (``fedcluster.methods.METHODS``).
+    default is the command line's), except those scikit-learn names
+    otherwise (:data:`CONFIG_NAMES`): ``n_clusters`` is ``k`` (``--k``),
+    ``max_iter`` is ``num_server_rounds`` (``--rounds``: rounds,
+    each a Lloyd step of every sampled client), ``random_state`` is ``seed``
+    (an int; ``None`` and ``RandomState`` objects are refused) and
+    ``restart_score`` is ``score`` (which would hide :meth:`score`).
+    ``algorithm`` picks the method (``fedcluster.methods.METHODS``). Two
+    parameters are the estimator's own: ``backend`` ("memory": in this
+    process, :class:`~fedcluster.federation.memory.InMemoryFederation`;
+    "flower": a Flower simulation, Ray, one SuperNode per part, written to a
+    temporary directory) and ``on_bad_client`` ("raise": a part whose number
+    of features differs from the others' raises ``DataError``; "skip": it is
+    left out with a warning, and its :attr:`labels_` entry is ``None``).
 
     With ``standardize=True`` the clients' moments standardise every feature
-    first (:mod:`fedcluster.preprocessing`); ``predict`` and ``score`` apply
-    the same transform to ``X``.
+    first (:mod:`fedcluster.preprocessing`); ``predict``, ``transform`` and
+    ``score`` apply the same transform to ``X``.
+
+    float32 parts give float32 :attr:`cluster_centers_` (and :meth:`transform`
+    answers float32 for float32 ``X``); anything else gives float64. The
+    method itself computes in float64 either way.
 
     Attributes
     ----------
@@ -48,6 +84,10 @@ class FederatedKMeans:
         In the data's units (standardised centres mapped back; ``result_.centroids``
         are the standardised ones, and ``inertia_`` and :meth:`score` are in
         standardised units).
+    labels_ : list of ndarray
+        One array per part given to :meth:`fit`: the index of each row's
+        nearest centre (``None`` for a part left out). Computed in this
+        process after the run, as each owner would with the final centres.
     inertia_ : float
         Sum of squared distances of all clients' points to their nearest centre.
     n_iter_ : int
@@ -57,16 +97,42 @@ class FederatedKMeans:
     result_ : RunResult
         The run as the command line writes it to ``model.pb``.
 
+    scikit-learn's checks
+    ---------------------
+    ``fit`` takes one array per data owner, so every check of
+    :func:`sklearn.utils.estimator_checks.check_estimator` that fits refuses
+    its single ``X``; ``tests/test_estimator_sklearn.py`` runs them all with
+    ``X`` given as the one part of one owner (``fit([X])``). They pass but
+    for these, which do not apply:
+
+    - ``check_estimators_unfitted``: a model used before ``fit`` raises
+      ``AttributeError``, not scikit-learn's ``NotFittedError`` (fedcluster
+      does not depend on scikit-learn).
+    - ``check_fit2d_1sample``, ``check_n_features_in_after_fitting``: a
+      client with fewer rows than ``min_cluster_size`` may not answer (the
+      privacy floor), and too few distinct local centres for ``n_clusters``
+      fail the run (``RunFailed``), where these checks expect a fit or
+      scikit-learn's messages.
+    - ``check_estimators_empty_data_messages``, ``check_complex_data``,
+      ``check_estimators_nan_inf``, ``check_fit2d_predict1d``: the data are
+      refused with a ``ValueError`` (:func:`~fedcluster.data.validate_points`),
+      whose message is fedcluster's, not the words these checks look for.
+    - ``check_dtype_object``: object arrays are refused, not converted.
+    - ``check_estimator_sparse_array``, ``check_estimator_sparse_matrix``,
+      ``check_estimator_sparse_tag``: sparse input is refused, without
+      naming sparsity.
+
     Examples
     --------
     >>> from fedcluster import FederatedKMeans
-    >>> model = FederatedKMeans(algorithm="dwf", k=3).fit(parts)  # doctest: +SKIP
+    >>> labels = FederatedKMeans(n_clusters=3, random_state=0).fit_predict(parts)  # doctest: +SKIP
     """
 
-    def __init__(self, algorithm: str = _DEFAULT["algorithm"], k: int = _DEFAULT["k"], *,
-                 num_server_rounds: int = _DEFAULT["num_server_rounds"],
+    def __init__(self, n_clusters: int = _DEFAULT["k"], *,
+                 algorithm: str = _DEFAULT["algorithm"],
+                 max_iter: int = _DEFAULT["num_server_rounds"],
                  tol: float = _DEFAULT["tol"], n_init: int = _DEFAULT["n_init"],
-                 restart_score: str = _DEFAULT["score"], seed: int = _DEFAULT["seed"],
+                 restart_score: str = _DEFAULT["score"], random_state: int = _DEFAULT["seed"],
                  participation: float = _DEFAULT["participation"],
                  clients_per_round: int = _DEFAULT["clients_per_round"],
                  min_cluster_size: int = _DEFAULT["min_cluster_size"],
@@ -97,7 +163,9 @@ class FederatedKMeans:
                  train_batch_size: int = _DEFAULT["train_batch_size"],
                  optimizer: str = _DEFAULT["optimizer"], train_lr: float = _DEFAULT["train_lr"],
                  weight_decay: float = _DEFAULT["weight_decay"], augment: str = _DEFAULT["augment"],
-                 head: str = _DEFAULT["head"], max_weight: float = _DEFAULT["max_weight"]) -> None:
+                 head: str = _DEFAULT["head"], max_weight: float = _DEFAULT["max_weight"],
+                 backend: str = CHOICES["backend"][0],
+                 on_bad_client: str = CHOICES["on_bad_client"][0]) -> None:
         for name, value in locals().items():
             if name != "self":
                 setattr(self, name, value)
@@ -114,81 +182,153 @@ class FederatedKMeans:
     def set_params(self, **params: Any) -> FederatedKMeans:
         """Set parameters by name; an unknown name raises ``ValueError``."""
         known = set(self._parameter_names())
+        renamed = {field: name for name, field in CONFIG_NAMES.items()}
         for name, value in params.items():
+            if name in renamed:
+                raise ValueError(f"FederatedKMeans has no parameter {name!r}: the run config's "
+                                 f"{name!r} is {renamed[name]!r} here (scikit-learn's name)")
             if name not in known:
                 raise ValueError(f"FederatedKMeans has no parameter {name!r} "
                                  f"(known: {', '.join(sorted(known))})")
             setattr(self, name, value)
         return self
 
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags: a clusterer and a transformer that keeps float32 (scikit-learn >= 1.6).
+
+        Only scikit-learn calls it, so scikit-learn is there to import.
+        """
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(estimator_type="clusterer", target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(preserves_dtype=["float64", "float32"]),
+                    input_tags=InputTags())
+
     def config(self) -> RunConfig:
-        """The parameters as a validated :class:`RunConfig` (a bad one raises ``ConfigError``)."""
+        """The parameters as a validated :class:`RunConfig`; the one check of every parameter.
+
+        ``backend`` and ``on_bad_client``, the estimator's own, are checked
+        here too. A bad parameter raises ``ConfigError`` naming it as the
+        constructor does (``n_clusters``, not the run config's ``k``).
+        """
         params = self.get_params()
-        params["score"] = params.pop("restart_score")
-        return RunConfig.from_mapping(params)
+        for name, allowed in CHOICES.items():
+            value = params.pop(name)
+            if value not in allowed:
+                raise ConfigError(f"invalid value for '{name}': {value!r} "
+                                  f"(allowed: {', '.join(allowed)})")
+        for name, field in CONFIG_NAMES.items():
+            params[field] = params.pop(name)
+        try:
+            return RunConfig.from_mapping(params)
+        except ConfigError as exc:
+            message = str(exc)
+            for name, field in CONFIG_NAMES.items():
+                message = message.replace(f"'{kebab(field)}'", f"'{name}'")
+            raise ConfigError(message) from None
 
     # -- fitting ----------------------------------------------------------------------
-    def fit(self, parts: Sequence[Any], y: None = None, *, backend: str = "memory",
-            verbose: bool = False) -> FederatedKMeans:
+    def fit(self, parts: Sequence[Any], y: None = None, *, verbose: bool = False) -> FederatedKMeans:
         """Cluster the union of ``parts`` without pooling them.
 
         Parameters
         ----------
         parts : sequence of array_like
-            One ``(n_i, n_features)`` array per data owner.
+            One ``(n_i, n_features)`` array per data owner (one array alone is
+            refused: the rows of one owner are not a federation).
         y : None
             Ignored (scikit-learn's signature).
-        backend : {"memory", "flower"}
-            Run in this process, or as a Flower simulation (Ray; the parts
-            are written to a temporary directory that the simulated clients
-            read).
         verbose : bool
-            Flower simulation only: show Flower's and Ray's own log lines.
+            ``backend="flower"`` only: show Flower's and Ray's own log lines.
 
         Raises
         ------
         ConfigError
             An invalid parameter, named with its allowed range.
         DataError
-            An invalid part, named by its position.
+            An invalid part, named by its position; a part with another
+            number of features than the others, unless ``on_bad_client="skip"``.
         RunFailed
             The federation could not produce a model (the message says why).
         """
         config = self.config()
-        checked = [validate_points(X, source=f"client {i}") for i, X in enumerate(parts)]
+        rows, dtype = self._parts(parts)
+        kept = [X for X in rows if X is not None]
         try:
-            check_delta_for_rows(config, sum(len(X) for X in checked))
+            check_delta_for_rows(config, sum(len(X) for X in kept))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        if backend == "memory":
+        if self.backend == "memory":
             from .federation.memory import InMemoryFederation
             from .preprocessing import fit_method
 
-            result = fit_method(config, InMemoryFederation(checked))
-        elif backend == "flower":
-            result = self._simulate(config, checked, verbose)
+            result = fit_method(config, InMemoryFederation(kept))
         else:
-            raise ValueError(f"backend must be 'memory' or 'flower', got {backend!r}")
-        return self._fitted(result, checked, config)
+            result = self._simulate(config, kept, verbose)
+        return self._fitted(result, rows, config, dtype)
 
-    def _fitted(self, result: RunResult, checked: list[np.ndarray], config: RunConfig
-                ) -> FederatedKMeans:
-        """Take ``result`` as this model's fit (``checked``: the parts it was fitted on)."""
+    def fit_predict(self, parts: Sequence[Any], y: None = None, **fit_options: Any
+                    ) -> list[np.ndarray | None]:
+        """Fit, then :attr:`labels_`: the nearest centre of every row, one array per part."""
+        return self.fit(parts, **fit_options).labels_
+
+    def fit_transform(self, parts: Sequence[Any], y: None = None, **fit_options: Any
+                      ) -> list[np.ndarray | None]:
+        """Fit, then :meth:`transform` each part (``None`` for a part left out)."""
+        self.fit(parts, **fit_options)
+        return [None if labels is None else self.transform(X)
+                for X, labels in zip(parts, self.labels_)]
+
+    def _parts(self, parts: Sequence[Any]) -> tuple[list[np.ndarray | None], type]:
+        """Each part as float64 rows (``None`` where one is left out) and the dtype to answer in.
+
+        The dtype is scikit-learn's: float32 when every part kept is float32,
+        float64 otherwise.
+        """
+        if _one_array(parts):
+            shape = np.shape(parts)
+            raise ValueError(
+                f"fit takes one array per data owner (a list); got one array of shape {shape}. "
+                f"To treat its rows as held by n owners, split it: "
+                f"fit(numpy.array_split(X, n)); for data in one place, use "
+                f"sklearn.cluster.KMeans")
+        rows: list[np.ndarray | None] = [validate_points(X, source=f"client {i}")
+                                         for i, X in enumerate(parts)]
+        dims = [X.shape[1] for X in rows]
+        common = max(dims, key=dims.count, default=0)  # the most parts' (a tie: the first's)
+        for i, d in enumerate(dims):
+            if d == common:
+                continue
+            problem = (f"client {i} (parts[{i}]) has {d} features where client "
+                       f"{dims.index(common)} has {common}")
+            if self.on_bad_client == "raise":
+                raise DataError(f"{problem}: every data owner's rows need the same features "
+                                f"(on_bad_client='skip' leaves such a part out, with a warning)")
+            warnings.warn(f"{problem}: left out (on_bad_client='skip')", stacklevel=3)
+            rows[i] = None
+        float32 = all(np.asarray(X).dtype == np.float32
+                      for X, kept in zip(parts, rows) if kept is not None)
+        return rows, np.float32 if float32 else np.float64
+
+    def _fitted(self, result: RunResult, rows: list[np.ndarray | None], config: RunConfig,
+                dtype: type) -> FederatedKMeans:
+        """Take ``result`` as this model's fit (``rows``: the parts, ``None`` where left out)."""
         self.result_ = result
         # The data's units; predict and score work in the units the method clustered.
-        self.cluster_centers_ = result.original_centroids
-        if config.score == "exact":
-            self.inertia_ = float(result.score * result.n_points)
-        elif result.arrays:  # DeepFeCA's centroids are of features the rows are not
-            self.inertia_ = float("nan")
-        else:
-            self.inertia_ = float(sum(cluster_stats(self._standardized(X), result.centroids).inertia
-                                      for X in checked))
+        self.cluster_centers_ = result.original_centroids.astype(dtype, copy=False)
         self.n_iter_ = result.rounds
         self.history_ = list(result.history)
-        self.n_features_in_ = checked[0].shape[1] if result.arrays else result.centroids.shape[1]
+        kept = [X for X in rows if X is not None]
+        self.n_features_in_ = kept[0].shape[1] if result.arrays else result.centroids.shape[1]
         #: DeepFeCA: the trained network's weights (its centroids are of its features).
         self.network_ = dict(result.arrays) or None
+        # What each owner would compute with the final centroids; here, where the parts are.
+        assigned = [None if X is None else assign(self._rows(X), result.centroids) for X in rows]
+        self.labels_ = [None if a is None else np.asarray(a[0]) for a in assigned]
+        if config.score == "exact":
+            self.inertia_ = float(result.score * result.n_points)
+        else:
+            self.inertia_ = float(sum(float(a[1].sum()) for a in assigned if a is not None))
         return self
 
     @staticmethod
@@ -210,8 +350,31 @@ class FederatedKMeans:
         labels, _ = assign(self._rows(X), self.result_.centroids)
         return np.asarray(labels)
 
+    def transform(self, X: Any) -> np.ndarray:
+        """Euclidean distances of the rows of ``X`` to the centres, shape ``(n, n_clusters)``.
+
+        In the units :meth:`predict` measures in (standardised ones with
+        ``standardize=True``, the network's features with DeepFeCA); float32
+        where ``X`` and :attr:`cluster_centers_` are.
+        """
+        distances = np.sqrt(sq_distances(self._rows(X), self.result_.centroids))
+        both_float32 = np.asarray(X).dtype == self.cluster_centers_.dtype == np.float32
+        return distances.astype(np.float32 if both_float32 else np.float64, copy=False)
+
     def score(self, X: Any, y: None = None) -> float:
-        """Opposite of the sum of squared distances of ``X`` to its nearest centres (higher is better)."""
+        """Opposite of the sum of squared distances of ``X`` to its nearest centres (higher is better).
+
+        scikit-learn's convention (``KMeans.score``: the negative inertia of
+        ``X``, a sum). The command line's "score" (``result_.score``, the
+        model file's, ``fedcluster simulate``'s summary) is another quantity,
+        positive and a mean: with ``restart_score="exact"`` (the default) the
+        squared distances of all clients' rows to their nearest centres
+        summed and divided by the number of rows; with "client-mean" the
+        mean of each client's own such mean. So with "exact" and ``X`` the
+        union of the parts, ``score(X) == -result_.score * len(X)`` up to
+        rounding, and ``inertia_ == result_.score * len(X)``. Both are in the
+        units clustered (standardised ones with ``standardize=True``).
+        """
         return -float(cluster_stats(self._rows(X), self.result_.centroids).inertia)
 
     def embed(self, X: Any) -> np.ndarray:
@@ -245,4 +408,4 @@ class FederatedKMeans:
         defaults = {name: p.default for name, p in
                     inspect.signature(type(self).__init__).parameters.items()}
         changed = {k: v for k, v in self.get_params().items() if v != defaults[k]}
-        return f"FederatedKMeans({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in changed.items())})"

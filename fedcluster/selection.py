@@ -229,7 +229,7 @@ def write_table(selection: KSelection, path: str | Path) -> Path:
 
 
 def select_k(parts: Sequence[Any], k_range: str | Sequence[int], criterion: str = "silhouette", *,
-             backend: str = "memory", verbose: bool = False, **params: Any) -> KSelection:
+             verbose: bool = False, **params: Any) -> KSelection:
     """Choose k for the union of ``parts`` without pooling them; return the table and the fitted model.
 
     Parameters
@@ -240,18 +240,19 @@ def select_k(parts: Sequence[Any], k_range: str | Sequence[int], criterion: str 
         ``"2:10"`` (inclusive), ``"2:10:2"``, ``"2,4,8"`` or the ks themselves.
     criterion : {"silhouette", "elbow"}
         See the module docstring.
-    backend : {"memory", "flower"}
-        In this process, or as one Flower simulation whose ServerApp runs
-        every k (Ray starts once).
+    verbose : bool
+        ``backend="flower"`` only: show Flower's and Ray's own log lines.
     **params
-        :class:`~fedcluster.FederatedKMeans` parameters (all but ``k``),
-        ``standardize=True`` among them.
+        :class:`~fedcluster.FederatedKMeans` parameters (all but
+        ``n_clusters``), ``standardize=True`` among them; ``backend="flower"``
+        runs one Flower simulation whose ServerApp runs every k (Ray starts
+        once).
 
     Returns
     -------
     KSelection
         ``.k``, ``.rows`` (``.table()`` prints them) and ``.model``, a
-        :class:`~fedcluster.FederatedKMeans` with ``k`` the chosen one, fitted
+        :class:`~fedcluster.FederatedKMeans` with ``n_clusters`` the chosen one, fitted
         with the chosen run (no further run).
 
     Raises
@@ -259,34 +260,33 @@ def select_k(parts: Sequence[Any], k_range: str | Sequence[int], criterion: str 
     ConfigError
         A bad k range, criterion or parameter, named.
     DataError
-        An invalid part, named by its position.
+        An invalid part, named by its position (``on_bad_client`` applies
+        as in :meth:`~fedcluster.FederatedKMeans.fit`).
     RunFailed
         A run failed (the message names its k).
     """
-    from .data import validate_points
     from .estimator import FederatedKMeans
 
-    if "k" in params:
-        raise ConfigError("select_k takes the ks from k_range, not a 'k' parameter")
+    if "n_clusters" in params:
+        raise ConfigError("select_k takes the ks from k_range, not an 'n_clusters' parameter")
     ks = parse_k_range(k_range) if isinstance(k_range, str) else parse_k_range(
         ",".join(str(int(k)) for k in k_range))
     check_selection(ks, criterion)
-    model = FederatedKMeans(k=ks[0], **params)
+    model = FederatedKMeans(n_clusters=ks[0], **params)
     config = model.config()
-    checked = [validate_points(X, source=f"client {i}") for i, X in enumerate(parts)]
-    if backend == "memory":
+    rows, dtype = model._parts(parts)
+    kept = [X for X in rows if X is not None]
+    if model.backend == "memory":
         from .federation.memory import InMemoryFederation
 
-        selection = select_over(InMemoryFederation(checked), config, ks, criterion)
-    elif backend == "flower":
+        selection = select_over(InMemoryFederation(kept), config, ks, criterion)
+    else:
         from functools import partial
 
         from .server.choose_k import run_k_selection
 
-        selection = model._simulate(config, checked, verbose,
+        selection = model._simulate(config, kept, verbose,
                                     run=partial(run_k_selection, ks=ks, criterion=criterion))
-    else:
-        raise ValueError(f"backend must be 'memory' or 'flower', got {backend!r}")
-    model.set_params(k=selection.k)
-    selection.model = model._fitted(selection.result, checked, model.config())
+    model.set_params(n_clusters=selection.k)
+    selection.model = model._fitted(selection.result, rows, model.config(), dtype)
     return selection

@@ -279,7 +279,7 @@ def test_the_estimator_fits_deepfeca_and_predicts_through_the_network(digits):
     from fedcluster import FederatedKMeans
 
     data, train, _ = digits
-    model = FederatedKMeans(algorithm="deepfeca", k=6, num_server_rounds=1, image_shape="1,8,8")
+    model = FederatedKMeans(n_clusters=6, algorithm="deepfeca", max_iter=1, image_shape="1,8,8")
     model.fit(digit_parts(data, train[:600]))
     assert model.n_features_in_ == 64 and model.cluster_centers_.shape == (6, 64)
     feats = model.embed(data.X[:5])

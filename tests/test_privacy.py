@@ -734,7 +734,7 @@ def test_the_estimator_refuses_a_delta_of_a_row_or_more_before_it_starts():
     from fedcluster.estimator import FederatedKMeans
 
     parts = [np.random.default_rng(i).random((150, 2)) for i in range(2)]
-    model = FederatedKMeans(k=2, dp="central", secure_aggregation=True, data_bounds="0:1",
+    model = FederatedKMeans(n_clusters=2, dp="central", secure_aggregation=True, data_bounds="0:1",
                             init="random", dp_delta=0.005)
     with pytest.raises(ConfigError, match=re.escape("dp-delta 0.005 is not below 1 / rows = "
                                                     "0.00333 (300 rows in all)")):

@@ -154,8 +154,8 @@ def test_a_standardised_run_equals_lloyd_on_the_pooled_standardised_rows(tmp_pat
     Z = (X - X.mean(axis=0)) / X.std(axis=0)
     start = Z[np.random.default_rng(3).choice(len(Z), 4, replace=False)] + 0.05
     np.save(tmp_path / "start.npy", start)
-    model = FederatedKMeans("dwf", 4, init=str(tmp_path / "start.npy"), local_steps=1, lr=1.0,
-                            tol=0.0, num_server_rounds=6, standardize=True).fit(parts)
+    model = FederatedKMeans(4, algorithm="dwf", init=str(tmp_path / "start.npy"), local_steps=1,
+                            lr=1.0, tol=0.0, max_iter=6, standardize=True).fit(parts)
     expected = lloyd(Z, start, 6)
     np.testing.assert_allclose(model.result_.centroids, expected, rtol=1e-9, atol=1e-9)
     # Reported back in the data's units, and used in them by predict and score.
@@ -168,8 +168,8 @@ def test_a_standardised_run_equals_lloyd_on_the_pooled_standardised_rows(tmp_pat
 
 def test_the_raw_run_of_the_same_data_is_ruled_by_the_large_feature():
     X, parts = blobs()
-    raw = FederatedKMeans("dwf", 4, seed=1).fit(parts)
-    standardised = FederatedKMeans("dwf", 4, seed=1, standardize=True).fit(parts)
+    raw = FederatedKMeans(4, algorithm="dwf", random_state=1).fit(parts)
+    standardised = FederatedKMeans(4, algorithm="dwf", random_state=1, standardize=True).fit(parts)
     truth = np.repeat(np.arange(4), 150)  # not in X's order; compare partitions by purity
     del truth
     sizes = lambda m: sorted(np.bincount(m.predict(X), minlength=4).tolist())  # noqa: E731
@@ -201,12 +201,12 @@ def test_flower_messages_and_the_in_memory_federation_give_the_same_standardised
 
 def test_a_standardised_model_file_keeps_its_transform_and_old_layouts_still_read(tmp_path):
     X, parts = blobs()
-    result = FederatedKMeans("dwf", 4, standardize=True).fit(parts).result_
+    result = FederatedKMeans(4, algorithm="dwf", standardize=True).fit(parts).result_
     data = encode_model(result)
     back = decode_model(data)
     np.testing.assert_array_equal(back.shift, result.shift)
     np.testing.assert_array_equal(back.original_centroids, result.original_centroids)
-    plain = FederatedKMeans("dwf", 4).fit(parts).result_
+    plain = FederatedKMeans(4, algorithm="dwf").fit(parts).result_
     assert decode_model(encode_model(plain)).shift is None
     # Version 2 marks the transform; an older reader refuses it instead of misreading it.
     from fedcluster.proto import cluster_model_pb2 as pb
@@ -260,16 +260,16 @@ def test_the_silhouette_sums_equal_a_brute_force_simplified_silhouette():
 @pytest.mark.parametrize("criterion", ["silhouette", "elbow"])
 def test_choosing_k_on_four_blobs_picks_four(criterion):
     X, parts = blobs()
-    selection = select_k(parts, "2:8", criterion, standardize=True, seed=0)
+    selection = select_k(parts, "2:8", criterion, standardize=True, random_state=0)
     assert selection.k == 4 and [r.k for r in selection.rows] == list(range(2, 9))
-    assert selection.model.k == 4 and selection.model.cluster_centers_.shape == (4, 2)
+    assert selection.model.n_clusters == 4 and selection.model.cluster_centers_.shape == (4, 2)
     sse = [r.sse for r in selection.rows]
     assert sse[2] < 0.2 * sse[1]  # the curve drops at 4
     best = max(selection.rows, key=lambda r: r.silhouette)
     assert best.k == 4 and best.silhouette > 0.8
     assert "<- chosen" in selection.table()
     # The fitted model is the chosen run's: the same as fitting k = 4 alone.
-    alone = FederatedKMeans(k=4, standardize=True, seed=0).fit(parts)
+    alone = FederatedKMeans(n_clusters=4, standardize=True, random_state=0).fit(parts)
     np.testing.assert_array_equal(selection.model.cluster_centers_, alone.cluster_centers_)
 
 
@@ -298,6 +298,10 @@ def test_k_ranges_and_criteria_are_checked_and_named():
         select_k(parts, "2:3", "elbow")
     with pytest.raises(ConfigError, match="'knee'"):
         select_k(parts, "2:4", "knee")
+    with pytest.raises(ConfigError, match="not an 'n_clusters' parameter"):
+        select_k(parts, "2:4", n_clusters=3)
+    with pytest.raises(ConfigError, match="'backend': 'ray'"):
+        select_k(parts, "2:4", backend="ray")
 
 
 def test_the_elbow_is_the_point_farthest_from_the_chord():
