@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import tomllib
 
@@ -79,6 +80,30 @@ def test_compose_files_are_consistent():
 @pytest.fixture(scope="module")
 def image():
     return require_image()
+
+
+@pytest.mark.slow
+def test_offline_build_script_tags_the_image(image):
+    """The README's route without a registry: deploy/build-offline-image.sh tags this tree's image
+    (found by its content hash, so nothing is rebuilt) as fedcluster:latest, which compose uses."""
+    def image_id(ref: str) -> str | None:
+        done = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", ref],
+                              capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    before = image_id("fedcluster:latest")
+    done = subprocess.run(["bash", str(REPO / "deploy" / "build-offline-image.sh")],
+                          env={**os.environ, "PYTHON": sys.executable}, capture_output=True,
+                          text=True, timeout=1800)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.strip().splitlines()[-1] == f"fedcluster:latest is {image}"
+        assert image_id("fedcluster:latest") == image_id(image) is not None
+    finally:
+        if before is None:  # leave the machine's tags as they were
+            subprocess.run(["docker", "image", "rm", "fedcluster:latest"], capture_output=True)
+        elif before != image_id("fedcluster:latest"):
+            subprocess.run(["docker", "tag", before, "fedcluster:latest"], capture_output=True)
 
 
 def demo_partitions(project_dir, parts_dir):

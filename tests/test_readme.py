@@ -295,8 +295,10 @@ TABLE: tuple[Entry, ...] = (
           "shows fewer SuperNodes than the partition command's --clients gets the rest, made "
           "from its last one (next file, next port)",
           role="supernode"),
-    Entry(r"^Deployment", r'mkdir -p "?(~|\$\{FLWR_HOME:-\$HOME/\.flwr\}|\$HOME)[^ ]*', DEPLOY_TEST,
-          "makes the Flower home (HOME and FLWR_HOME are temporary directories)", role="step"),
+    Entry(r"^Deployment", r"flwr config list", DEPLOY_TEST,
+          "makes the Flower home with Flower's default connections (HOME and FLWR_HOME are "
+          "temporary directories); after the recipe Flower still lists its default connection "
+          "(the simulation section's `flwr run . --stream`) beside local-deployment", role="step"),
     Entry(r"^Deployment", r"""cat >> "?\S*/config\.toml"? <<'?EOF'?""", DEPLOY_TEST,
           "appends the connection to the Flower home's config.toml (FLWR_HOME = $HOME/.flwr, "
           "both temporary)", role="step"),
@@ -306,6 +308,12 @@ TABLE: tuple[Entry, ...] = (
     # -- Docker Compose: run by tests/test_docker.py (real containers)
     Entry(r"^Docker Compose$", r"docker compose build", "test_docker.py::test_compose_demo_equals_simulation",
           "the image is built without a registry (tests/harness/docker_build.py) and `compose up` uses it"),
+    Entry(r"^Docker Compose$", r"deploy/build-offline-image\.sh",
+          "test_docker.py::test_offline_build_script_tags_the_image",
+          "builds (or finds, by content hash) the image without a registry and tags it fedcluster:latest"),
+    Entry(r"^Docker Compose$", r"export FEDCLUSTER_UID=\$\(id -u\) FEDCLUSTER_GID=\$\(id -g\)",
+          "test_docker.py::test_compose_demo_equals_simulation",
+          "every compose project of the tests runs with the test user's UID and GID"),
     Entry(r"^Docker Compose$", r"docker compose up", "test_docker.py::test_compose_demo_equals_simulation",
           "the demo runs to the end; ./results holds the model a simulation of the same data gives"),
     Entry(r"^Docker Compose$", r"fedcluster inspect results/model\.pb",
@@ -894,6 +902,11 @@ def test_deployment_section(tmp_path):
 
     assert submitted is not None
     assert submitted.returncode == 0, submitted.stdout[-4000:] + submitted.stderr[-4000:] + logs()
+    # The recipe added its connection to the user's Flower home without losing the default one.
+    listed = subprocess.run([str(BIN / "flwr"), "config", "list"], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert re.search(r"local \(default\)", listed.stdout) and "local-deployment" in listed.stdout, \
+        listed.stdout + listed.stderr
     from fedcluster.server.artifacts import read_model
 
     models = list(work.rglob("model.pb"))
