@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .config import RunConfig
+from .logs import colour_only_on_a_terminal
 from .results import RunResult
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
@@ -65,6 +66,8 @@ def simulate(
     """
     set_offline_env()
     from flwr.simulation import run_simulation  # Ray loads only when a simulation runs
+
+    colour_only_on_a_terminal()
 
     from .client.app import build_client_app
     from .server.app import build_server_app

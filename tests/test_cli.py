@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -275,3 +276,90 @@ def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_p
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert read_model(out / "model.pb").rounds == 12
+
+
+# -- the console: short errors, grouped help, the summary (issue 27) -------------------------
+@pytest.mark.parametrize(("argv", "names"), [
+    (["--algorithm", "nosuch"], ["'dwf'", "'fkm'", "'deepfeca'"]),
+    (["--device", "tpu"], ["'auto'", "'cpu'", "'cuda'"]),
+    (["--select", "best"], ["'silhouette'", "'elbow'"]),
+])
+def test_a_wrong_choice_is_one_line_naming_the_valid_ones(capsys, argv, names):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", *argv])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedcluster simulate: error: argument ")
+    assert all(name in err for name in names) and "usage:" not in err
+
+
+@pytest.mark.parametrize(("argv", "names"), [
+    (["--split", "nosuch"], ["'iid'", "'dirichlet:ALPHA'", "'by-label'"]),
+    (["--init", "nosuch"], ["local-kmeans", "kfed", "random"]),
+])
+def test_a_wrong_split_or_init_is_one_line_naming_the_valid_ones(tmp_path, capsys, monkeypatch,
+                                                                argv, names):
+    monkeypatch.setattr("fedcluster.simulation.simulate",
+                        lambda *a, **k: pytest.fail("the simulation must not start"))
+    assert main(["simulate", *argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedcluster: error: ")
+    assert all(name in err for name in names)
+
+
+def test_simulate_help_is_in_sections_and_ends_with_examples_that_parse(capsys):
+    from fedcluster.cli import SIMULATE_EXAMPLES, SIMULATE_OPTIONS, _parser
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = capsys.readouterr().out
+    sections = ["data and its split:", "the method and when it stops:", "clients and computation:",
+                "privacy: differential privacy and secure aggregation:", "output:", "examples:"]
+    where = [text.index(f"\n{section}\n") for section in sections]
+    assert where == sorted(where) and text.rstrip().endswith(SIMULATE_EXAMPLES.splitlines()[-1])
+    privacy = text.split("\nprivacy: ")[1].split("\nchoosing k")[0]
+    assert "--dp-epsilon" in privacy and "--secagg-threshold" in privacy and "--k " not in privacy
+    for key in SIMULATE_OPTIONS:
+        assert ("--rounds" if key == "num-server-rounds" else f"--{key}") in text
+    commands = " ".join(SIMULATE_EXAMPLES.splitlines()[1:]).replace("\\", "").split("fedcluster ")
+    parser = _parser()
+    for command in filter(str.strip, commands):
+        words = command.split()
+        # Each example's command ends where its two-space comment begins.
+        argv = command.split("  ")[0].split() if "  " in command.strip() else words
+        parser.parse_args(argv)
+
+
+def fake_simulate(centres):
+    """A stand-in for the Flower simulation: the run ends on ``centres`` after one round."""
+
+    def run(config, partitions, clients, **kwargs):
+        return RunResult(algorithm=config.algorithm, settings=config.settings(), centroids=centres,
+                         counts=np.ones(len(centres)), score=1e9, n_points=5000, rounds=1,
+                         converged=True, best_restart=0,
+                         history=[RoundRecord(0, 1, 0.5, 1e9, clients, clients, 0)])
+    return run
+
+
+def test_the_summary_shows_changed_settings_and_the_score_beside_its_references(
+        tmp_path, capsys, monkeypatch, s1_centres):
+    monkeypatch.setattr("fedcluster.simulation.simulate", fake_simulate(s1_centres))
+    assert main(["simulate", "--clients", "1", "--lr", "0.5", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "s1 (5000 points, 2 features), split iid over 1 client\n" in out
+    listed = out.split("settings other than the defaults (1 of ")[1].split("cluster counts")[0]
+    # min-nodes follows --clients in a simulation: no news either.
+    assert listed.splitlines()[1:] == ["  lr = 0.5"]
+    assert "tol = " not in out and "min-nodes" not in out
+    assert "distance to the true centres of s1: 0 " in out
+    reference = re.search(r"score 1e\+09 beside (\S+), the score of the true centres of s1 "
+                          r"\(([-+][\d.]+)%\)", out)
+    assert reference, out
+    X = load_dataset("s1").X
+    truth = ((X[:, None, :] - s1_centres[None]) ** 2).sum(axis=2).min(axis=1).mean()
+    assert float(reference.group(1)) == pytest.approx(truth, rel=1e-3)
+    ari = re.search(r"adjusted Rand index against the labels of s1: (\S+) ", out)
+    assert ari and float(ari.group(1)) > 0.95
+    assert main(["simulate", "--clients", "2", "-v", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "\nsettings\n" in out and "  tol = 0.0001" in out and "  min-nodes = 2" in out
