@@ -91,6 +91,12 @@ def test_simulate_on_s1_reaches_the_level_of_centralized_kmeans(tmp_path, s1_cen
     distance = centre_distance(result.centroids, s1_centres)
     assert distance <= 1.3e4
     assert f"distance to the true centres of s1: {distance:.4g}" in done.stdout
+    # The default run changed no setting; its summary and its log (a pipe here) say so plainly.
+    assert re.search(r"\nsettings other than the defaults \(0 of \d+\)\ncluster counts\n",
+                     done.stdout), done.stdout
+    assert "\x1b[" not in done.stdout + done.stderr
+    assert re.search(r"score \S+ beside \S+, the score of the true centres of s1", done.stdout)
+    assert "adjusted Rand index against the labels of s1: " in done.stdout
     rounds = [line for line in done.stderr.splitlines() if "round " in line and "movement" in line]
     assert len(rounds) == result.rounds
     assert (out / "history.csv").read_text().count("\n") == len(result.history) + 1
@@ -363,3 +369,37 @@ def test_the_summary_shows_changed_settings_and_the_score_beside_its_references(
     assert main(["simulate", "--clients", "2", "-v", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "\nsettings\n" in out and "  tol = 0.0001" in out and "  min-nodes = 2" in out
+
+
+def test_colour_only_on_a_terminal_and_never_under_no_color(monkeypatch):
+    import io
+    import logging
+
+    from flwr.common.logger import console_handler
+
+    from fedcluster.logs import colour_only_on_a_terminal, use_colour
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour(Terminal()) and not use_colour(io.StringIO()) and not use_colour(object())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(Terminal())
+    monkeypatch.setenv("NO_COLOR", "")  # set but empty: no-color.org says it does not count
+    assert use_colour(Terminal())
+    record = logging.LogRecord("flwr", logging.INFO, __file__, 1, "round 1/2", None, None)
+    monkeypatch.setattr(console_handler, "stream", io.StringIO())
+    monkeypatch.setattr(console_handler, "colored", True)
+    colour_only_on_a_terminal()
+    assert console_handler.format(record) == "INFO :      round 1/2"
+    monkeypatch.setattr(console_handler, "stream", Terminal())
+    colour_only_on_a_terminal()
+    assert console_handler.format(record).startswith("\x1b[")
+
+
+def test_counted_gets_the_plural_right():
+    from fedcluster.logs import counted
+
+    assert [counted(n, "round") for n in (0, 1, 2)] == ["0 rounds", "1 round", "2 rounds"]
