@@ -120,7 +120,9 @@ def _references(result, dataset) -> list[str]:
         distance = centre_distance(result.original_centroids, centres)
         lines.append(f"distance to the true centres of {name}: {distance:.4g} (optimal matching "
                      "of centroids to centres, root of the summed squared distances)")
-    if centres is not None and result.settings.get("score", "exact") == "exact":
+    # A DP run's score is not measured (NaN); "client-mean" is no mean over the pooled data.
+    if centres is not None and math.isfinite(result.score) and \
+            result.settings.get("score", "exact") == "exact":
         # The run's score is in its own units: standardised ones under --standardize.
         shift, scale = (0.0, 1.0) if result.shift is None else (result.shift, result.scale)
         seen, truth = (X - shift) / scale, (centres - shift) / scale
@@ -351,16 +353,23 @@ class _Parser(argparse.ArgumentParser):
 _METHOD_SECTION = ("algorithm", "k", "num-server-rounds", "tol", "n-init", "score")
 _PRIVACY_PREFIXES = ("dp", "secagg", "secure-aggregation", "data-bounds")
 
-SIMULATE_EXAMPLES = """\
-examples:
-  fedcluster simulate                            DWF on S1 over 10 IID clients, k = 15
-  fedcluster simulate --algorithm ewf --dataset s2 --split dirichlet:0.3 --rounds 20
-  fedcluster simulate --dataset digits --k 10 --clients 5 --standardize
-  fedcluster simulate --k-range 10:20 --select elbow
-  fedcluster simulate --init random --data-bounds 0:1e6 --dp central \\
-      --secure-aggregation true --dp-epsilon 1 --rounds 5
-  fedcluster simulate --resume results           continue an interrupted run
-  fedcluster inspect results/model.pb            every setting and the history"""
+#: What ends ``simulate --help``: (what it does, the command).
+SIMULATE_EXAMPLES = (
+    ("DWF on S1 over 10 IID clients, k = 15", "simulate"),
+    ("EWF on S2 split by a Dirichlet(0.3) prior", "simulate --algorithm ewf --dataset s2 "
+     "--split dirichlet:0.3 --rounds 20"),
+    ("digits, standardised", "simulate --dataset digits --k 10 --clients 5 --standardize"),
+    ("choose k by the elbow of the SSE curve", "simulate --k-range 10:20 --select elbow"),
+    ("central DP under secure aggregation, epsilon 1", "simulate --init random --data-bounds "
+     "0:1e6 --dp central --secure-aggregation true --dp-epsilon 1 --rounds 5"),
+    ("continue an interrupted run", "simulate --resume results"),
+    ("every setting and the history of the run", "inspect results/model.pb"),
+)
+
+
+def _examples() -> str:
+    return "examples:\n" + "\n".join(f"  # {what}\n  fedcluster {command}"
+                                      for what, command in SIMULATE_EXAMPLES)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -372,7 +381,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sim = commands.add_parser(
         "simulate", help="run a Flower simulation in this process",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=SIMULATE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_examples(),
         description="Partition a dataset over simulated clients and run a federated clustering "
         "method in a Flower simulation (Ray). Methods:\n" + "\n".join(
             f"  {m.name:<10} {m.title}" for m in METHODS.values()))

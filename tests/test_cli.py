@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -322,26 +323,24 @@ def test_simulate_help_is_in_sections_and_ends_with_examples_that_parse(capsys):
     sections = ["data and its split:", "the method and when it stops:", "clients and computation:",
                 "privacy: differential privacy and secure aggregation:", "output:", "examples:"]
     where = [text.index(f"\n{section}\n") for section in sections]
-    assert where == sorted(where) and text.rstrip().endswith(SIMULATE_EXAMPLES.splitlines()[-1])
+    assert where == sorted(where)
+    assert text.rstrip().endswith(f"fedcluster {SIMULATE_EXAMPLES[-1][1]}")
     privacy = text.split("\nprivacy: ")[1].split("\nchoosing k")[0]
     assert "--dp-epsilon" in privacy and "--secagg-threshold" in privacy and "--k " not in privacy
     for key in SIMULATE_OPTIONS:
         assert ("--rounds" if key == "num-server-rounds" else f"--{key}") in text
-    commands = " ".join(SIMULATE_EXAMPLES.splitlines()[1:]).replace("\\", "").split("fedcluster ")
     parser = _parser()
-    for command in filter(str.strip, commands):
-        words = command.split()
-        # Each example's command ends where its two-space comment begins.
-        argv = command.split("  ")[0].split() if "  " in command.strip() else words
-        parser.parse_args(argv)
+    for _, command in SIMULATE_EXAMPLES:
+        assert f"  fedcluster {command}\n" in text
+        parser.parse_args(command.split())
 
 
-def fake_simulate(centres):
+def fake_simulate(centres, score=1e9):
     """A stand-in for the Flower simulation: the run ends on ``centres`` after one round."""
 
     def run(config, partitions, clients, **kwargs):
         return RunResult(algorithm=config.algorithm, settings=config.settings(), centroids=centres,
-                         counts=np.ones(len(centres)), score=1e9, n_points=5000, rounds=1,
+                         counts=np.ones(len(centres)), score=score, n_points=5000, rounds=1,
                          converged=True, best_restart=0,
                          history=[RoundRecord(0, 1, 0.5, 1e9, clients, clients, 0)])
     return run
@@ -369,6 +368,11 @@ def test_the_summary_shows_changed_settings_and_the_score_beside_its_references(
     assert main(["simulate", "--clients", "2", "-v", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "\nsettings\n" in out and "  tol = 0.0001" in out and "  min-nodes = 2" in out
+    # A DP run measures no score: nothing to set beside it.
+    monkeypatch.setattr("fedcluster.simulation.simulate", fake_simulate(s1_centres, math.nan))
+    assert main(["simulate", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert " beside " not in out and "adjusted Rand index against the labels of s1: " in out
 
 
 def test_colour_only_on_a_terminal_and_never_under_no_color(monkeypatch):
