@@ -318,17 +318,17 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
     defaults = BlobsParams()
     data = parser.add_argument_group("data and its split")
     data.add_argument("--dataset", default="s1",
-                        help=f"a name ({', '.join(DATASET_NAMES)}, or g2-D-S: the SIPU G2 set of "
-                             "dimension D and overlap S, e.g. g2-16-50) or a .npy/.npz/.csv/.txt "
-                             "file (default: s1)")
+                      help=f"a name ({', '.join(DATASET_NAMES)}, or g2-D-S: the SIPU G2 set of "
+                           "dimension D and overlap S, e.g. g2-16-50) or a .npy/.npz/.csv/.txt "
+                           "file (default: s1)")
     data.add_argument("--label-column", default=None, metavar="NAME",
-                        help="the label column of a CSV file (not a feature); labels are needed "
-                             "by label-based splits and metrics (default: a column named 'label', "
-                             "if any; an .npz file holds labels in 'y')")
+                      help="the label column of a CSV file (not a feature); labels are needed "
+                           "by label-based splits and metrics (default: a column named 'label', "
+                           "if any; an .npz file holds labels in 'y')")
     data.add_argument("--clients", type=int, default=10, help="number of clients (default: 10)")
     data.add_argument("--split", default="iid", help=f"{SPLIT_HELP} (default: iid)")
     data.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and "
-                        "the initialisation (default: 0)")
+                      "the initialisation (default: 0)")
     blobs = parser.add_argument_group("blobs dataset (the DWF paper's synthetic set by default)")
     blobs.add_argument("--blobs-samples", type=int, default=defaults.n_samples)
     blobs.add_argument("--blobs-centers", type=int, default=defaults.centers)

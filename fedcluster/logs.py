@@ -27,7 +27,7 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def use_colour(stream) -> bool:
+def use_colour(stream: object) -> bool:
     """Whether text for ``stream`` may carry ANSI colour codes.
 
     Only a terminal shows them; in a redirected log or a pipe they are noise.

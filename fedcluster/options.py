@@ -183,10 +183,11 @@ def changed_settings(settings: Mapping[str, Any], defaults: Mapping[str, Any]) -
     """The entries of ``settings`` that are not their default (one without a default counts).
 
     A run's console summary and log show these: the other thirty-odd settings
-    are the same for every run that did not touch them.
+    are the same for every run that did not touch them. ``algorithm`` is left
+    out: both name the method first.
     """
-    return {key: value for key, value in settings.items()
-            if key not in defaults or value != defaults[key]}
+    return {key: value for key, value in settings.items() if key != "algorithm"
+            and (key not in defaults or value != defaults[key])}
 
 
 def common_keys() -> tuple[str, ...]:

@@ -67,11 +67,11 @@ def simulate(
     set_offline_env()
     from flwr.simulation import run_simulation  # Ray loads only when a simulation runs
 
-    colour_only_on_a_terminal()
-
     from .client.app import build_client_app
     from .server.app import build_server_app
     from .federation.base import RunFailed
+
+    colour_only_on_a_terminal()  # before Flower's first lines (the ServerApp's would be later)
 
     data = {"partitions-dir": str(Path(partitions_dir).resolve())}
     backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}

@@ -287,6 +287,10 @@ def test_a_run_summary_lists_only_the_settings_that_differ_from_the_defaults():
     assert listed.split("\n")[1:-1] == ["  k = 3", "  n-init = 2", f"  seed = {2**62 + 1}",
                                         "  weighted = True"]
     assert "lr = " not in text and "init = 'local-kmeans'" not in text
+    # The header names the method: the list does not repeat it.
+    fkm = format_result(make_result(algorithm="fkm", settings={"algorithm": "fkm", "k": 15}),
+                        defaults=setting_defaults(RunConfig))
+    assert "settings other than the defaults (0 of 2)\ncluster counts" in fkm
     assert "\nsettings" not in format_result(make_result(), settings=False)
     assert "history (last 1 of 1 round)" in format_result(make_result(history=[
         RoundRecord(0, 1, 0.5, 1.0, 3, 3, 0, (1, 2, 3))]))

@@ -233,8 +233,8 @@ def run_grid(
     out.mkdir(parents=True, exist_ok=True)
     done = finished_runs(out)
     pending = [run for run in grid.runs if run.run_id not in done]
-    progress(f"{grid.name}: {counted(len(grid.runs), 'run')}, {len(done)} already done, {len(pending)} to run "
-             f"with {workers} worker(s)")
+    progress(f"{grid.name}: {counted(len(grid.runs), 'run')}, {len(done)} already done, "
+             f"{len(pending)} to run with {workers} worker(s)")
     started = time.perf_counter()
     with open(out / RUNS_LOG, "a", encoding="utf-8") as log:
         for i, row in enumerate(_rows(pending, workers, verbose), start=1):

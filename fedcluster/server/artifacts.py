@@ -27,10 +27,10 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import timezone
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np

@@ -375,7 +375,8 @@ class ClusteringStrategy:
             raise RunFailed("no restart could be scored: no client answered the score requests")
         best.history = history
         log(INFO, "kept restart %d: score %.6g after %s (%s)", best.best_restart, best.score,
-            counted(best.rounds, "round"), "converged" if best.converged else best.stop_reason or "round limit reached")
+            counted(best.rounds, "round"),
+            "converged" if best.converged else best.stop_reason or "round limit reached")
         return best
 
     # -- checkpoints -------------------------------------------------------------
