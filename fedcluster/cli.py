@@ -249,8 +249,8 @@ def _bench(args: argparse.Namespace) -> int:
     report = out / "report.md"
     report.write_text(render(grid, rows) + "\n", encoding="utf-8")
     plots = plot(grid, finished, out / "plots", lambda spec: cached_dataset(spec, 0))
-    print(f"{len(finished)} of {len(grid.runs)} runs done; report: {report}; {len(plots)} plot(s) "
-          f"in {out / 'plots'}")
+    print(f"{len(finished)} of {len(grid.runs)} runs done; report: {report}; "
+          f"{counted(len(plots), 'plot')} in {out / 'plots'}")
     if len(finished) == len(grid.runs):
         return 0
     failed = [row for row in rows if row.get("error")]

@@ -189,7 +189,7 @@ class ClusteringStrategy:
                         if not a.unreachable}
                 waiting = [node for node in waiting if node not in back]
             if not waiting:
-                log(INFO, "resume: all %d client(s) of the interrupted run answer", len(known))
+                log(INFO, "resume: all %s of the interrupted run answer", counted(len(known), "client"))
                 return
             if time.monotonic() >= deadline:
                 log(WARNING, "resume: node(s) %s did not answer within %g s; going on without them",
