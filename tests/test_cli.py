@@ -407,3 +407,13 @@ def test_counted_gets_the_plural_right():
     from fedcluster.logs import counted
 
     assert [counted(n, "round") for n in (0, 1, 2)] == ["0 rounds", "1 round", "2 rounds"]
+
+
+def test_one_feature_and_one_client_are_singular(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("fedcluster.simulation.simulate", fake_simulate(np.zeros((3, 1))))
+    assert main(["simulate", "--dataset", "blobs", "--blobs-features", "1", "--blobs-samples",
+                 "300", "--blobs-noise", "0", "--clients", "1", "--k", "3",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "blobs (300 points, 1 feature), split iid over 1 client\n" in out
+    assert "history (last 1 of 1 round)" in out
