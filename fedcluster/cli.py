@@ -16,11 +16,13 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, get_args, get_origin
+from typing import Literal, NoReturn, get_args, get_origin
 
 from ._version import __version__
 from .config import ConfigError, RunConfig
+from .logs import counted
 from .methods import COMMON_OPTIONS, METHODS
+from .options import setting_defaults
 from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
 from .data.partition import SPLIT_HELP
 from .privacy.options import check_delta_for_rows
@@ -48,7 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .metrics import centre_distance
     from .selection import KSelection
     from .server.choose_k import k_selection_run
     from .simulation import SimulationError, simulate
@@ -78,8 +79,8 @@ def _simulate(args: argparse.Namespace) -> int:
     run = k_selection_run(args.k_range, args.select)
     if config.k > n:
         raise ConfigError(f"--k {config.k} is more than the {n} points of {dataset.name}")
-    described = (f"{dataset.name} ({n} points, {d} features), split {args.split} over "
-                 f"{args.clients} clients")
+    described = (f"{dataset.name} ({counted(n, 'point')}, {counted(d, 'feature')}), split "
+                 f"{args.split} over {counted(args.clients, 'client')}")
     print(f"fedcluster: {config.algorithm}, k = {config.k}, on {described}", flush=True)
     print("fedcluster: starting the Flower simulation (Ray takes a few seconds to start)...",
           flush=True)
@@ -96,14 +97,44 @@ def _simulate(args: argparse.Namespace) -> int:
         print(f"{result.table()}\nchosen k = {result.k} ({result.criterion}); curve: "
               f"{out / 'k-selection.csv'}\n")
         result = result.result
-    print(format_result(result))
+    # The settings a plain `fedcluster simulate` would have used are no news; -v lists them all.
+    defaults = None if args.verbose else {**setting_defaults(RunConfig), "min-nodes": args.clients}
+    print(format_result(result, defaults=defaults))
     print(f"data: {described}")
-    if dataset.true_centers is not None and dataset.true_centers.shape == result.centroids.shape:
-        distance = centre_distance(result.original_centroids, dataset.true_centers)
-        print(f"distance to the true centres of {dataset.name}: {distance:.4g} (optimal matching "
-              "of centroids to centres, root of the summed squared distances)")
+    for line in _references(result, dataset):
+        print(line)
     print(f"model: {out / 'model.pb'}  history: {out / 'history.csv'}")
     return 0
+
+
+def _references(result, dataset) -> list[str]:
+    """The run's result beside what the data set knows of itself: true centres, labels."""
+    from .metrics import centre_distance, combine, local_statistics
+
+    X, name = dataset.X, dataset.name
+    if result.dimension != X.shape[1]:  # DeepFeCA's centroids are of its network's features
+        return []
+    lines = []
+    centres = dataset.true_centers
+    if centres is not None and centres.shape == result.centroids.shape:
+        distance = centre_distance(result.original_centroids, centres)
+        lines.append(f"distance to the true centres of {name}: {distance:.4g} (optimal matching "
+                     "of centroids to centres, root of the summed squared distances)")
+    # A DP run's score is not measured (NaN); "client-mean" is no mean over the pooled data.
+    if centres is not None and math.isfinite(result.score) and \
+            result.settings.get("score", "exact") == "exact":
+        # The run's score is in its own units: standardised ones under --standardize.
+        shift, scale = (0.0, 1.0) if result.shift is None else (result.shift, result.scale)
+        seen, truth = (X - shift) / scale, (centres - shift) / scale
+        reference = combine([local_statistics(seen, truth)], truth)["score"]
+        lines.append(f"score {result.score:.4g} beside {reference:.4g}, the score of the true "
+                     f"centres of {name} ({result.score / reference - 1:+.1%})")
+    if dataset.labels is not None:
+        ari = combine([local_statistics(X, result.original_centroids, dataset.labels)],
+                      result.original_centroids)["ari"]
+        lines.append(f"adjusted Rand index against the labels of {name}: {ari:.3f} (1: the "
+                     "labels' own partition; 0: chance)")
+    return lines
 
 
 #: Seconds Ray gets to stop its processes after Ctrl-C before the command exits anyway.
@@ -201,7 +232,7 @@ def _partition(args: argparse.Namespace) -> int:
                               "--overwrite") from None
     paths = [path.resolve() for path in paths]
     for path, part in zip(paths, parts):
-        print(f"{path}\t{len(part)} rows")
+        print(f"{path}\t{counted(len(part), 'row')}")
     print(f"give each SuperNode its file: flower-supernode ... --node-config 'data-path=\"{paths[0]}\"'")
     return 0
 
@@ -218,8 +249,8 @@ def _bench(args: argparse.Namespace) -> int:
     report = out / "report.md"
     report.write_text(render(grid, rows) + "\n", encoding="utf-8")
     plots = plot(grid, finished, out / "plots", lambda spec: cached_dataset(spec, 0))
-    print(f"{len(finished)} of {len(grid.runs)} runs done; report: {report}; {len(plots)} plot(s) "
-          f"in {out / 'plots'}")
+    print(f"{len(finished)} of {len(grid.runs)} runs done; report: {report}; "
+          f"{counted(len(plots), 'plot')} in {out / 'plots'}")
     if len(finished) == len(grid.runs):
         return 0
     failed = [row for row in rows if row.get("error")]
@@ -285,18 +316,19 @@ def _boolean(text: str) -> bool:
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
     defaults = BlobsParams()
-    parser.add_argument("--dataset", default="s1",
-                        help=f"a name ({', '.join(DATASET_NAMES)}, or g2-D-S: the SIPU G2 set of "
-                             "dimension D and overlap S, e.g. g2-16-50) or a .npy/.npz/.csv/.txt "
-                             "file (default: s1)")
-    parser.add_argument("--label-column", default=None, metavar="NAME",
-                        help="the label column of a CSV file (not a feature); labels are needed "
-                             "by label-based splits and metrics (default: a column named 'label', "
-                             "if any; an .npz file holds labels in 'y')")
-    parser.add_argument("--clients", type=int, default=10, help="number of clients (default: 10)")
-    parser.add_argument("--split", default="iid", help=f"{SPLIT_HELP} (default: iid)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and "
-                        "the initialisation (default: 0)")
+    data = parser.add_argument_group("data and its split")
+    data.add_argument("--dataset", default="s1",
+                      help=f"a name ({', '.join(DATASET_NAMES)}, or g2-D-S: the SIPU G2 set of "
+                           "dimension D and overlap S, e.g. g2-16-50) or a .npy/.npz/.csv/.txt "
+                           "file (default: s1)")
+    data.add_argument("--label-column", default=None, metavar="NAME",
+                      help="the label column of a CSV file (not a feature); labels are needed "
+                           "by label-based splits and metrics (default: a column named 'label', "
+                           "if any; an .npz file holds labels in 'y')")
+    data.add_argument("--clients", type=int, default=10, help="number of clients (default: 10)")
+    data.add_argument("--split", default="iid", help=f"{SPLIT_HELP} (default: iid)")
+    data.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and "
+                      "the initialisation (default: 0)")
     blobs = parser.add_argument_group("blobs dataset (the DWF paper's synthetic set by default)")
     blobs.add_argument("--blobs-samples", type=int, default=defaults.n_samples)
     blobs.add_argument("--blobs-centers", type=int, default=defaults.centers)
@@ -305,8 +337,43 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
     blobs.add_argument("--blobs-noise", type=int, default=defaults.n_noise)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with a one-line usage error (exit status 2 as before).
+
+    The usage of ``simulate`` runs to dozens of lines, which buried the one that
+    says what was wrong; argparse's message itself names the valid choices.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+#: ``simulate --help``'s section of each setting every method takes; the others are in
+#: "clients and computation".
+_METHOD_SECTION = ("algorithm", "k", "num-server-rounds", "tol", "n-init", "score")
+_PRIVACY_PREFIXES = ("dp", "secagg", "secure-aggregation", "data-bounds")
+
+#: What ends ``simulate --help``: (what it does, the command).
+SIMULATE_EXAMPLES = (
+    ("DWF on S1 over 10 IID clients, k = 15", "simulate"),
+    ("EWF on S2 split by a Dirichlet(0.3) prior", "simulate --algorithm ewf --dataset s2 "
+     "--split dirichlet:0.3 --rounds 20"),
+    ("digits, standardised", "simulate --dataset digits --k 10 --clients 5 --standardize"),
+    ("choose k by the elbow of the SSE curve", "simulate --k-range 10:20 --select elbow"),
+    ("central DP under secure aggregation, epsilon 1", "simulate --init random --data-bounds "
+     "0:1e6 --dp central --secure-aggregation true --dp-epsilon 1 --rounds 5"),
+    ("continue an interrupted run", "simulate --resume results"),
+    ("every setting and the history of the run", "inspect results/model.pb"),
+)
+
+
+def _examples() -> str:
+    return "examples:\n" + "\n".join(f"  # {what}\n  fedcluster {command}"
+                                      for what, command in SIMULATE_EXAMPLES)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fedcluster", description=(
+    parser = _Parser(prog="fedcluster", description=(
         "Federated k-means-style clustering on Flower: data stays with its owners, "
         "only centroids and counts travel."))
     parser.add_argument("--version", action="version", version=f"fedcluster {__version__}")
@@ -314,18 +381,21 @@ def _parser() -> argparse.ArgumentParser:
 
     sim = commands.add_parser(
         "simulate", help="run a Flower simulation in this process",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_examples(),
         description="Partition a dataset over simulated clients and run a federated clustering "
         "method in a Flower simulation (Ray). Methods:\n" + "\n".join(
             f"  {m.name:<10} {m.title}" for m in METHODS.values()))
     _data_options(sim)
-    common = sim.add_argument_group("options of every method")
+    method = sim.add_argument_group("the method and when it stops")
+    clients = sim.add_argument_group("clients and computation")
+    privacy = sim.add_argument_group("privacy: differential privacy and secure aggregation")
     for key in SIMULATE_OPTIONS:
-        _config_option(common, key)
-    common.add_argument("--privacy-threshold", dest="min-cluster-size", type=int,
-                        help="alias of --min-cluster-size (Garst & Reinders' name for p)")
-    common.add_argument("--standardize", action="store_true", default=None,
+        _config_option(method if key in _METHOD_SECTION else privacy
+                       if key.startswith(_PRIVACY_PREFIXES) else clients, key)
+    method.add_argument("--standardize", action="store_true", default=None,
                         help=RunConfig.model_fields["standardize"].description)
+    clients.add_argument("--privacy-threshold", dest="min-cluster-size", type=int,
+                         help="alias of --min-cluster-size (Garst & Reinders' name for p)")
     choose = sim.add_argument_group("choosing k (one run per k, in one Flower simulation)")
     choose.add_argument("--k-range", default=None, metavar="A:B",
                         help="run every k from A to B (inclusive; or A:B:STEP, or A,B,C) instead "
@@ -333,14 +403,16 @@ def _parser() -> argparse.ArgumentParser:
     choose.add_argument("--select", choices=("silhouette", "elbow"), default="silhouette",
                         help="largest mean simplified silhouette, or the elbow of the SSE curve "
                         "(farthest from the chord between its ends) (default: silhouette)")
-    sim.add_argument("--out", type=Path, default=None,
-                     help=f"output directory (default: {RunConfig().out_dir}, or the --resume "
-                          "directory)")
-    sim.add_argument("--resume", type=Path, default=None, metavar="DIR",
-                     help="continue the run whose checkpoint.json is in DIR (its --out), given "
-                          "the same data and method options that began it")
-    sim.add_argument("--verbose", action="store_true",
-                     help="show Flower's and Ray's log, the clients' log and every setting")
+    output = sim.add_argument_group("output")
+    output.add_argument("--out", type=Path, default=None,
+                        help=f"output directory (default: {RunConfig().out_dir}, or the --resume "
+                             "directory)")
+    output.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                        help="continue the run whose checkpoint.json is in DIR (its --out), given "
+                             "the same data and method options that began it")
+    output.add_argument("-v", "--verbose", action="store_true",
+                        help="show Flower's and Ray's log, the clients' log and every setting "
+                             "(the summary lists only those that differ from the defaults)")
     shown = set(SIMULATE_OPTIONS)
     for method in METHODS.values():
         own = [key for key in method.own_keys if key not in shown]
@@ -369,7 +441,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", type=Path, default=None,
                        help="output directory (default: benchmarks/results/<grid name>)")
     bench.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
-    bench.add_argument("--verbose", action="store_true",
+    bench.add_argument("-v", "--verbose", action="store_true",
                        help="show the runs' per-round log lines (hidden by default)")
     bench.add_argument("--report-only", action="store_true",
                        help="render the report from the finished runs without running anything")

@@ -13,9 +13,38 @@ adds a handler.
 from __future__ import annotations
 
 import logging
+import os
 
 logger = logging.getLogger("flwr")
 log = logger.log
 
 #: ``extra`` of a log record that a quiet simulation leaves out (a detail, not progress).
 DETAIL = {"fedcluster_detail": True}
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 round", "3 rounds", "0 rounds"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def use_colour(stream: object) -> bool:
+    """Whether text for ``stream`` may carry ANSI colour codes.
+
+    Only a terminal shows them; in a redirected log or a pipe they are noise.
+    ``NO_COLOR`` (https://no-color.org), set to anything but empty, turns them off.
+    """
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def colour_only_on_a_terminal() -> None:
+    """Make Flower's console handler (which our lines go through) colour only on a terminal.
+
+    Flower colours its level names whatever its stream is; call this once
+    Flower is imported, in a process whose console output is ours.
+    """
+    from flwr.common.logger import console_handler, update_console_handler
+
+    update_console_handler(colored=use_colour(console_handler.stream))

@@ -174,6 +174,22 @@ class RoundOptions(Options):
     k_prime: KPrime
 
 
+def setting_defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """Every setting of ``model`` with its default, by run-config key."""
+    return {kebab(name): field.default for name, field in model.model_fields.items()}
+
+
+def changed_settings(settings: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``settings`` that are not their default (one without a default counts).
+
+    A run's console summary and log show these: the other thirty-odd settings
+    are the same for every run that did not touch them. ``algorithm`` is left
+    out: both name the method first.
+    """
+    return {key: value for key, value in settings.items() if key != "algorithm"
+            and (key not in defaults or value != defaults[key])}
+
+
 def common_keys() -> tuple[str, ...]:
     """The run-config keys of the settings every method takes."""
     return tuple(kebab(name) for name in Options.model_fields)
@@ -202,7 +218,10 @@ def allowed_range(model: type[BaseModel], name: str) -> str:
 
 
 def describe(model: type[BaseModel], exc: ValidationError) -> str:
-    """One line per error of ``exc``, naming the field, the value and what is allowed."""
+    """One line per error of ``exc``, naming the field, the value and what is allowed.
+
+    A single error is one line after the heading; several go one per line below it.
+    """
     lines = []
     for error in exc.errors():
         if not error["loc"]:  # a check across fields
@@ -220,4 +239,6 @@ def describe(model: type[BaseModel], exc: ValidationError) -> str:
             f"invalid value for '{kebab(field)}': {error.get('input')!r} ({reason}; "
             f"allowed: {allowed})"
         )
+    if len(lines) == 1:  # the usual case reads best as the one line of a command-line error
+        return f"invalid run configuration: {lines[0]}"
     return "invalid run configuration:\n  " + "\n  ".join(lines)

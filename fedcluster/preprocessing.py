@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .federation.base import Answer, Federation
-from .logs import log
+from .logs import counted, log
 from .messages import MOMENTS, ProtocolError, Request, validate_reply
 from .numerics.moments import Moments, combine_moments, standardize
 from .results import RunResult
@@ -123,8 +123,8 @@ def federated_standardization(strategy: ClusteringStrategy, federation: Federati
     if result.constant:
         log(WARNING, "%s: feature(s) %s are constant over the %d rows; scaled by 1 (only "
             "centred)", WHAT, list(result.constant), result.n)
-    log(INFO, "%s: %d features of %d rows from %d clients", WHAT, dim, result.n,
-        len(exchange.accepted))
+    log(INFO, "%s: %s of %s from %s", WHAT, counted(dim, "feature"), counted(result.n, "row"),
+        counted(len(exchange.accepted), "client"))
     return result
 
 

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .config import RunConfig
+from .logs import colour_only_on_a_terminal
 from .results import RunResult
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
@@ -69,6 +70,8 @@ def simulate(
     from .client.app import build_client_app
     from .server.app import build_server_app
     from .federation.base import RunFailed
+
+    colour_only_on_a_terminal()  # before Flower's first lines (the ServerApp's would be later)
 
     data = {"partitions-dir": str(Path(partitions_dir).resolve())}
     backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}

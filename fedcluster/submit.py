@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from .logs import use_colour
+
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
 EXIT_NOT_SUBMITTED = 2
@@ -62,6 +64,8 @@ _SERVERAPP_PREFIX = "ServerApp failed with exception:"
 #: Lines ``flwr ... --format json`` folds into its error message before the error.
 _NOISE = re.compile(r"^(Flower App configuration warnings in |- |Using SuperLink: )")
 _LOOPBACK = ("127.", "localhost", "[::1]", "::1", "0.0.0.0")
+#: An ANSI SGR sequence (colour, bold, reset), as Flower's console handler writes them.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class Terminated(KeyboardInterrupt):
@@ -333,7 +337,10 @@ def resume_run_config(run_config: Sequence[str], resume: str) -> list[str]:
 
 # -- following a run -----------------------------------------------------------------------
 class _LogPump:
-    """Forward a ``flwr log`` process's output, line by line, to ``out``."""
+    """Forward a ``flwr log`` process's output, line by line, to ``out``.
+
+    Colour codes (the run's Flower lines carry them) go only to a terminal.
+    """
 
     def __init__(self, proc: subprocess.Popen, out: TextIO) -> None:
         self.proc = proc
@@ -342,8 +349,9 @@ class _LogPump:
 
     def _pump(self, out: TextIO) -> None:
         assert self.proc.stdout is not None
+        colour = use_colour(out)
         for line in self.proc.stdout:
-            out.write(line)
+            out.write(line if colour else _ANSI.sub("", line))
             out.flush()
 
     def wait(self, deadline: float | None) -> bool:
@@ -584,11 +592,13 @@ def submit(app: str | Path = ".", connection: str | None = None,
            run_config: Sequence[str] = (), *, federation_config: Sequence[str] = (),
            timeout: float | None = None, stream: bool = True, check: bool = True,
            poll: float = 3.0, env: Mapping[str, str] | None = None,
-           out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """:func:`submit_run`, then its one-line verdict; return the exit status.
+           out: TextIO | None = None, err: TextIO | None = None, verbose: bool = False) -> int:
+    """:func:`submit_run`, the model's summary, then its one-line verdict; return the exit status.
 
     The verdict is the last line: ``fedcluster: run N completed ...`` on
-    standard output, or ``fedcluster: error: ...`` on standard error.
+    standard output, or ``fedcluster: error: ...`` on standard error. The
+    summary lists the settings that differ from the defaults unless the
+    streamed log has (the ServerApp logs them); ``verbose``: every setting.
     """
     out = out or sys.stdout
     err = err or sys.stderr
@@ -596,9 +606,13 @@ def submit(app: str | Path = ".", connection: str | None = None,
                         timeout=timeout, stream=stream, check=check, poll=poll, env=env, out=out)
     if result.code == EXIT_COMPLETED and result.model is not None:
         try:
+            from .config import RunConfig
+            from .options import setting_defaults
             from .server.artifacts import format_result, read_model
 
-            out.write("\n" + format_result(read_model(result.model)) + "\n")
+            summary = format_result(read_model(result.model), settings=verbose or not stream,
+                                    defaults=None if verbose else setting_defaults(RunConfig))
+            out.write("\n" + summary + "\n")
         except Exception as exc:  # noqa: BLE001 - the run is done; the summary is a bonus
             out.write(f"(could not read {result.model}: {exc})\n")
     out.flush()
@@ -636,6 +650,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                         help="submit without checking the run config here first")
     parser.add_argument("--poll", type=float, default=3.0, metavar="SECONDS",
                         help="seconds between two reads of the run's status (default: 3)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="list every setting in the summary (by default: those that differ "
+                             "from the defaults, once: in the streamed log, else in the summary)")
     parser.set_defaults(func=submit_command)
     return parser
 
@@ -668,7 +685,7 @@ def submit_command(args: argparse.Namespace) -> int:
             return exc.code
     return submit(args.app, args.connection, run_config,
                   federation_config=args.federation_config, timeout=args.timeout or None,
-                  stream=args.stream, check=args.check, poll=args.poll)
+                  stream=args.stream, check=args.check, poll=args.poll, verbose=args.verbose)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -276,6 +276,37 @@ def test_format_result_summarises_the_run():
     assert "init" not in text.split("history")[1]  # only the last two rows
 
 
+def test_a_run_summary_lists_only_the_settings_that_differ_from_the_defaults():
+    from fedcluster.config import RunConfig
+    from fedcluster.options import setting_defaults
+
+    text = format_result(make_result(), defaults=setting_defaults(RunConfig))
+    assert "settings other than the defaults (4 of 8)" in text
+    listed = text.split("settings other than the defaults")[1].split("cluster counts")[0]
+    # "weighted" is no setting of today's methods: without a default, it is listed.
+    assert listed.split("\n")[1:-1] == ["  k = 3", "  n-init = 2", f"  seed = {2**62 + 1}",
+                                        "  weighted = True"]
+    assert "lr = " not in text and "init = 'local-kmeans'" not in text
+    # The header names the method: the list does not repeat it.
+    fkm = format_result(make_result(algorithm="fkm", settings={"algorithm": "fkm", "k": 15}),
+                        defaults=setting_defaults(RunConfig))
+    assert "settings other than the defaults (0 of 2)\ncluster counts" in fkm
+    assert "\nsettings" not in format_result(make_result(), settings=False)
+    assert "history (last 1 of 1 round)" in format_result(make_result(history=[
+        RoundRecord(0, 1, 0.5, 1.0, 3, 3, 0, (1, 2, 3))]))
+
+
+def test_a_summary_under_dp_names_the_epsilon_spent_and_the_data_bounds():
+    settings = {"algorithm": "dwf", "k": 3, "dp": "central", "dp-epsilon": 1.0, "dp-delta": 1e-5,
+                "data-bounds": "0:1e6", "secure-aggregation": True}
+    history = [RoundRecord(0, r, 0.1, 1.0, 4, 4, 0, (1, 2, 3, 4), epsilon=0.4 * r)
+               for r in (1, 2)]
+    text = format_result(make_result(settings=settings, history=history))
+    assert ("  privacy        central DP: epsilon 0.8 spent of 1.0 at delta 1e-05, data bounds "
+            "0:1e6; secure aggregation\n") in text
+    assert "privacy" not in format_result(make_result())
+
+
 # -- integrity of model files (format version, checksum, required fields) ---------
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 import sys
 import time
@@ -90,6 +92,12 @@ def test_simulate_on_s1_reaches_the_level_of_centralized_kmeans(tmp_path, s1_cen
     distance = centre_distance(result.centroids, s1_centres)
     assert distance <= 1.3e4
     assert f"distance to the true centres of s1: {distance:.4g}" in done.stdout
+    # The default run changed no setting; its summary and its log (a pipe here) say so plainly.
+    assert re.search(r"\nsettings other than the defaults \(0 of \d+\)\ncluster counts\n",
+                     done.stdout), done.stdout
+    assert "\x1b[" not in done.stdout + done.stderr
+    assert re.search(r"score \S+ beside \S+, the score of the true centres of s1", done.stdout)
+    assert "adjusted Rand index against the labels of s1: " in done.stdout
     rounds = [line for line in done.stderr.splitlines() if "round " in line and "movement" in line]
     assert len(rounds) == result.rounds
     assert (out / "history.csv").read_text().count("\n") == len(result.history) + 1
@@ -275,3 +283,137 @@ def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_p
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert read_model(out / "model.pb").rounds == 12
+
+
+# -- the console: short errors, grouped help, the summary (issue 27) -------------------------
+@pytest.mark.parametrize(("argv", "names"), [
+    (["--algorithm", "nosuch"], ["'dwf'", "'fkm'", "'deepfeca'"]),
+    (["--device", "tpu"], ["'auto'", "'cpu'", "'cuda'"]),
+    (["--select", "best"], ["'silhouette'", "'elbow'"]),
+])
+def test_a_wrong_choice_is_one_line_naming_the_valid_ones(capsys, argv, names):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", *argv])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedcluster simulate: error: argument ")
+    assert all(name in err for name in names) and "usage:" not in err
+
+
+@pytest.mark.parametrize(("argv", "names"), [
+    (["--split", "nosuch"], ["'iid'", "'dirichlet:ALPHA'", "'by-label'"]),
+    (["--init", "nosuch"], ["local-kmeans", "kfed", "random"]),
+])
+def test_a_wrong_split_or_init_is_one_line_naming_the_valid_ones(tmp_path, capsys, monkeypatch,
+                                                                argv, names):
+    monkeypatch.setattr("fedcluster.simulation.simulate",
+                        lambda *a, **k: pytest.fail("the simulation must not start"))
+    assert main(["simulate", *argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedcluster: error: ")
+    assert all(name in err for name in names)
+
+
+def test_simulate_help_is_in_sections_and_ends_with_examples_that_parse(capsys):
+    from fedcluster.cli import SIMULATE_EXAMPLES, SIMULATE_OPTIONS, _parser
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = capsys.readouterr().out
+    sections = ["data and its split:", "the method and when it stops:", "clients and computation:",
+                "privacy: differential privacy and secure aggregation:", "output:", "examples:"]
+    where = [text.index(f"\n{section}\n") for section in sections]
+    assert where == sorted(where)
+    assert text.rstrip().endswith(f"fedcluster {SIMULATE_EXAMPLES[-1][1]}")
+    privacy = text.split("\nprivacy: ")[1].split("\nchoosing k")[0]
+    assert "--dp-epsilon" in privacy and "--secagg-threshold" in privacy and "--k " not in privacy
+    for key in SIMULATE_OPTIONS:
+        assert ("--rounds" if key == "num-server-rounds" else f"--{key}") in text
+    parser = _parser()
+    for _, command in SIMULATE_EXAMPLES:
+        assert f"  fedcluster {command}\n" in text
+        parser.parse_args(command.split())
+
+
+def fake_simulate(centres, score=1e9):
+    """A stand-in for the Flower simulation: the run ends on ``centres`` after one round."""
+
+    def run(config, partitions, clients, **kwargs):
+        return RunResult(algorithm=config.algorithm, settings=config.settings(), centroids=centres,
+                         counts=np.ones(len(centres)), score=score, n_points=5000, rounds=1,
+                         converged=True, best_restart=0,
+                         history=[RoundRecord(0, 1, 0.5, 1e9, clients, clients, 0)])
+    return run
+
+
+def test_the_summary_shows_changed_settings_and_the_score_beside_its_references(
+        tmp_path, capsys, monkeypatch, s1_centres):
+    monkeypatch.setattr("fedcluster.simulation.simulate", fake_simulate(s1_centres))
+    assert main(["simulate", "--clients", "1", "--lr", "0.5", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "s1 (5000 points, 2 features), split iid over 1 client\n" in out
+    listed = out.split("settings other than the defaults (1 of ")[1].split("cluster counts")[0]
+    # min-nodes follows --clients in a simulation: no news either.
+    assert listed.splitlines()[1:] == ["  lr = 0.5"]
+    assert "tol = " not in out and "min-nodes" not in out
+    assert "distance to the true centres of s1: 0 " in out
+    reference = re.search(r"score 1e\+09 beside (\S+), the score of the true centres of s1 "
+                          r"\(([-+][\d.]+)%\)", out)
+    assert reference, out
+    X = load_dataset("s1").X
+    truth = ((X[:, None, :] - s1_centres[None]) ** 2).sum(axis=2).min(axis=1).mean()
+    assert float(reference.group(1)) == pytest.approx(truth, rel=1e-3)
+    ari = re.search(r"adjusted Rand index against the labels of s1: (\S+) ", out)
+    assert ari and float(ari.group(1)) > 0.95
+    assert main(["simulate", "--clients", "2", "-v", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "\nsettings\n" in out and "  tol = 0.0001" in out and "  min-nodes = 2" in out
+    # A DP run measures no score: nothing to set beside it.
+    monkeypatch.setattr("fedcluster.simulation.simulate", fake_simulate(s1_centres, math.nan))
+    assert main(["simulate", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert " beside " not in out and "adjusted Rand index against the labels of s1: " in out
+
+
+def test_colour_only_on_a_terminal_and_never_under_no_color(monkeypatch):
+    import io
+    import logging
+
+    from flwr.common.logger import console_handler
+
+    from fedcluster.logs import colour_only_on_a_terminal, use_colour
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour(Terminal()) and not use_colour(io.StringIO()) and not use_colour(object())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(Terminal())
+    monkeypatch.setenv("NO_COLOR", "")  # set but empty: no-color.org says it does not count
+    assert use_colour(Terminal())
+    record = logging.LogRecord("flwr", logging.INFO, __file__, 1, "round 1/2", None, None)
+    monkeypatch.setattr(console_handler, "stream", io.StringIO())
+    monkeypatch.setattr(console_handler, "colored", True)
+    colour_only_on_a_terminal()
+    assert console_handler.format(record) == "INFO :      round 1/2"
+    monkeypatch.setattr(console_handler, "stream", Terminal())
+    colour_only_on_a_terminal()
+    assert console_handler.format(record).startswith("\x1b[")
+
+
+def test_counted_gets_the_plural_right():
+    from fedcluster.logs import counted
+
+    assert [counted(n, "round") for n in (0, 1, 2)] == ["0 rounds", "1 round", "2 rounds"]
+
+
+def test_one_feature_and_one_client_are_singular(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("fedcluster.simulation.simulate", fake_simulate(np.zeros((3, 1))))
+    assert main(["simulate", "--dataset", "blobs", "--blobs-features", "1", "--blobs-samples",
+                 "300", "--blobs-noise", "0", "--clients", "1", "--k", "3",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "blobs (300 points, 1 feature), split iid over 1 client\n" in out
+    assert "history (last 1 of 1 round)" in out

@@ -81,7 +81,7 @@ def test_killed_superlink_resumes_to_the_uninterrupted_result(tmp_path):
         done = deployment.submit("--resume", str(cut), "-c", run_config(), timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
         assert f"resuming at restart 0, after round {before.round}" in done.stdout, done.stdout
-        assert "resume: all 3 client(s) of the interrupted run answer" in done.stdout, done.stdout
+        assert "resume: all 3 clients of the interrupted run answer" in done.stdout, done.stdout
         print(*(line for line in done.stdout.splitlines() if "resum" in line), sep="\n")
 
     reference, resumed = read_model(whole / "model.pb"), read_model(cut / "model.pb")

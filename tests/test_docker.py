@@ -366,7 +366,7 @@ def test_killed_superlink_container_resumes_the_run(image, tmp_path):
         project.compose(*job)
         assert project.wait("job", timeout=600) == 0, project.logs()
         assert f"resuming at restart 0, after round {before.round}" in project.logs("job")
-        assert "resume: all 3 client(s) of the interrupted run answer" in project.logs("job")
+        assert "resume: all 3 clients of the interrupted run answer" in project.logs("job")
         assert all(RECONNECTED in project.container_logs(f"supernode-{i}") for i in (1, 2, 3))
         resumed = read_model(results / "model.pb")
         assert all(container_state(c) == (True, 0) for c in nodes), project.logs()

@@ -748,7 +748,7 @@ def test_bench_command(command, tmp_path):
     print(f"{command.text}: re-ran {chosen} in {wall:.1f} s")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     total = len(grid.runs)
-    if said := re.search(r"(\d+) runs, (\d+) already done, (\d+) to run", done.stdout):
+    if said := re.search(r"(\d+) runs?, (\d+) already done, (\d+) to run", done.stdout):
         assert said.groups() == (str(total), str(total - len(chosen)), str(len(chosen))), said[0]
     if said := re.search(r"(\d+) of (\d+) runs done", done.stdout):
         assert said.groups() == (str(total), str(total)), said[0]

@@ -115,3 +115,11 @@ def test_sampling_keeps_flower_node_ids_exact():
              for seed in (7, 7, 8)]
     assert all(set(draw) <= set(node_ids) and len(draw) == 5 for draw in draws)
     assert draws[0] == draws[1] != draws[2]
+
+
+def test_the_log_lists_only_the_settings_that_differ_from_the_defaults(flwr_log):
+    """A deployment's log (what `fedcluster submit` streams) names the settings once, briefly."""
+    WeightedFederatedKMeans(k=4, lr=0.5, n_init=1).summary()
+    lines = messages(flwr_log).splitlines()
+    assert lines[0].startswith("WeightedFederatedKMeans (dwf), k=4")
+    assert lines[1:] == ["\tk = 4", "\tlr = 0.5"]

@@ -124,6 +124,55 @@ def test_the_subcommand_wiring():
     assert defaults.stream and defaults.timeout == 0.0
 
 
+@pytest.mark.parametrize(("flags", "shown"), [
+    ({}, None),  # the streamed log named the settings that differ from the defaults
+    ({"stream": False}, ["settings other than the defaults (2 of 34)", "  k = 5", "  lr = 0.5"]),
+    ({"verbose": True}, ["settings", "  aggregation = 'mean'", "  algorithm = 'dwf'"]),
+])
+def test_the_summary_after_a_run_names_the_settings_once(tmp_path, monkeypatch, flags, shown):
+    import numpy as np
+
+    from fedcluster.config import RunConfig
+    from fedcluster.results import RunResult
+    from fedcluster.server.artifacts import write_run
+    from fedcluster.submit import SubmitResult
+
+    settings = RunConfig.from_mapping({"k": 5, "lr": 0.5}).settings()
+    write_run(RunResult(algorithm="dwf", settings=settings, centroids=np.zeros((5, 2)),
+                        counts=np.ones(5), score=1.0, n_points=5, rounds=1, converged=True,
+                        best_restart=0), tmp_path)
+    monkeypatch.setattr("fedcluster.submit.submit_run", lambda *a, **k: SubmitResult(
+        0, "run 1 completed in 2 s", 1, model=tmp_path / "model.pb"))
+    out = io.StringIO()
+    assert submit(REPO, out=out, **flags) == 0
+    lines = out.getvalue().splitlines()
+    if shown is None:
+        assert not [line for line in lines if line.startswith("settings")]
+    else:
+        start = lines.index(shown[0])
+        assert lines[start:start + len(shown)] == shown
+        assert len([line for line in lines if line.startswith("settings")]) == 1
+    assert lines[-1] == "fedcluster: run 1 completed in 2 s"
+
+
+def test_the_streamed_log_keeps_its_colour_only_for_a_terminal(monkeypatch):
+    from fedcluster.submit import _LogPump
+
+    class Log:
+        stdout = iter(["\x1b[92mINFO \x1b[0m:      round 1/2\n"])
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    for out, expected in ((io.StringIO(), "INFO :      round 1/2\n"),
+                          (Terminal(), "\x1b[92mINFO \x1b[0m:      round 1/2\n")):
+        Log.stdout = iter(["\x1b[92mINFO \x1b[0m:      round 1/2\n"])
+        _LogPump(Log(), out).thread.join(timeout=10)
+        assert out.getvalue() == expected
+
+
 def test_an_invalid_run_config_submits_nothing():
     out, err = io.StringIO(), io.StringIO()
     code = submit(REPO, "nowhere", ["lr=1.5"], out=out, err=err)
@@ -185,6 +234,10 @@ def test_a_completed_run_exits_0_with_its_model(federation):
     assert model.n_points == 5000 and len(model.centroids) == 15
     assert all(r.clients_answered == 4 for r in model.history)
     assert "round 1/3" in done.stdout  # the streamed log
+    # The settings that differ from the defaults, once (the ServerApp's log names them), in
+    # plain text: the output is a pipe.
+    assert done.stdout.count("num-server-rounds = 3") == 1 and "tol = " not in done.stdout
+    assert "\x1b[" not in done.stdout
 
 
 @pytest.mark.slow

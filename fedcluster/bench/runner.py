@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from ..data import Dataset, atomic_write, partition_indices
+from ..logs import colour_only_on_a_terminal, counted
 from .datasets import data_seed, load_spec
 from .spec import Grid, RunSpec
 
@@ -232,8 +233,8 @@ def run_grid(
     out.mkdir(parents=True, exist_ok=True)
     done = finished_runs(out)
     pending = [run for run in grid.runs if run.run_id not in done]
-    progress(f"{grid.name}: {len(grid.runs)} runs, {len(done)} already done, {len(pending)} to run "
-             f"with {workers} worker(s)")
+    progress(f"{grid.name}: {counted(len(grid.runs), 'run')}, {len(done)} already done, "
+             f"{len(pending)} to run with {workers} worker(s)")
     started = time.perf_counter()
     with open(out / RUNS_LOG, "a", encoding="utf-8") as log:
         for i, row in enumerate(_rows(pending, workers, verbose), start=1):
@@ -244,7 +245,7 @@ def run_grid(
             elapsed = time.perf_counter() - started
             eta = elapsed / i * (len(pending) - i)
             status = row["error"] or (f"score {row.get('score', math.nan):.4g}, "
-                                      f"{row['rounds']} rounds, {row['wall_s']:.2f} s")
+                                      f"{counted(row['rounds'], 'round')}, {row['wall_s']:.2f} s")
             progress(f"[{i}/{len(pending)}, eta {eta:.0f} s] {row['method']} {row['setting']} "
                      f"{row['dataset']} {row['split']} seed {row['seed']}: {status}")
     rows = grid_rows(grid, out, failed=True)
@@ -265,7 +266,8 @@ def grid_rows(grid: Grid, out_dir: str | Path, *, failed: bool = False) -> list[
 
 
 def _flower_logging(verbose: bool) -> int:
-    """Hide Flower's lines below WARNING (unless ``verbose``); return the level it had.
+    """Hide Flower's lines below WARNING (unless ``verbose``), colour them only on a terminal;
+    return the level it had.
 
     Flower's logger must be imported first: importing Flower sets its level to
     DEBUG, which would undo a level set before (what let every per-round line
@@ -273,6 +275,7 @@ def _flower_logging(verbose: bool) -> int:
     """
     from flwr.common.logger import FLOWER_LOGGER
 
+    colour_only_on_a_terminal()
     level = FLOWER_LOGGER.level
     if not verbose:
         FLOWER_LOGGER.setLevel(logging.WARNING)

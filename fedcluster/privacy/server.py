@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..federation.base import Exchange, Federation, RunFailed
-from ..logs import log
+from ..logs import counted, log
 from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
 from ..numerics import random_in_box
 from ..results import RunResult
@@ -666,8 +666,8 @@ class PrivateRounds:
                 raise RunFailed(f"score (round {rounds}): the secure totals are inconsistent "
                                 f"({counts.sum():g} counted of {n_points} rows)")
             score = sse / n_points
-            log(INFO, "restart %d: score %.6g over %d points (secure aggregation)", restart, score,
-                n_points)
+            log(INFO, "restart %d: score %.6g over %s (secure aggregation)", restart, score,
+                counted(n_points, "point"))
         self.log_cost()
         result = RunResult(algorithm=strategy.algorithm, settings=dict(strategy.settings),
                            centroids=np.array(centroids, dtype=np.float64), counts=counts,

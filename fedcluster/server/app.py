@@ -12,7 +12,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from ..config import RunConfig
 from ..federation.flower import FlowerFederation
-from ..logs import log
+from ..logs import colour_only_on_a_terminal, log
 from ..methods import build_strategy
 from ..preprocessing import fit_method
 from ..results import RunResult
@@ -67,6 +67,8 @@ def build_server_app(overrides: Mapping[str, Any] | None = None,
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        # A deployment's log goes to the SuperLink and `flwr log`, rarely to a terminal.
+        colour_only_on_a_terminal()
         config = RunConfig.from_mapping({**context.run_config, **bound})
         result = run(grid, config) if run is not None else run_federation(grid, config)[0]
         if on_result is not None:

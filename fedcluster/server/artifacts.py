@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import timezone
 from pathlib import Path
@@ -38,6 +39,8 @@ from google.protobuf.message import DecodeError
 from .. import _version
 from fedcluster.data.atomic import atomic_write
 from fedcluster.proto import cluster_model_pb2 as pb
+from fedcluster.logs import counted
+from fedcluster.options import changed_settings
 from fedcluster.results import PHASES, ArtifactError, RoundRecord, RunResult, SettingScalar
 
 __all__ = [
@@ -733,7 +736,8 @@ SCORE_MEANING = {
 }
 
 
-def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
+def format_result(result: RunResult, *, last_rounds: int = 5,
+                  defaults: Mapping[str, Any] | None = None, settings: bool = True) -> str:
     """Return a human-readable multi-line summary, as ``fedcluster inspect`` prints.
 
     Parameters
@@ -741,6 +745,11 @@ def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
     result : RunResult
     last_rounds : int, default 5
         How many of the last history rows to show.
+    defaults : mapping, optional
+        List only the settings whose value differs from these (a run's
+        summary); by default every setting, as the model file holds them.
+    settings : bool, default True
+        False leaves the settings out (a log above listed them already).
 
     Returns
     -------
@@ -759,10 +768,17 @@ def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
         f"  best restart   {result.best_restart}",
         f"  score          {result.score:.6g}  ({SCORE_MEANING[result.settings.get('score', 'exact')]})",
         *([f"  stopped        {result.stop_reason}"] if result.stop_reason else []),
-        "settings",
+        *([f"  privacy        {privacy}"] if (privacy := _privacy_line(result)) else []),
     ]
-    settings = sorted(result.settings.items())
-    lines += [f"  {key} = {value!r}" for key, value in settings] or ["  (none)"]
+    if settings and defaults is None:
+        lines.append("settings")
+        lines += [f"  {key} = {value!r}" for key, value in sorted(result.settings.items())] \
+            or ["  (none)"]
+    elif settings:
+        changed = changed_settings(result.settings, defaults)
+        lines.append(f"settings other than the defaults ({len(changed)} of "
+                     f"{len(result.settings)})")
+        lines += [f"  {key} = {value!r}" for key, value in sorted(changed.items())]
     if result.shift is not None:
         lines.append("standardised: centroids and score in units of (x - shift) / scale")
         lines += [f"  feature {j:>3}  shift {a:.6g}  scale {b:.6g}"
@@ -775,7 +791,7 @@ def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
         lines.append(f"  {j:>4}  {count:>12.6g}  {share}")
 
     shown = result.history[-last_rounds:] if last_rounds > 0 else []
-    lines.append(f"history (last {len(shown)} of {len(result.history)} rounds)")
+    lines.append(f"history (last {len(shown)} of {counted(len(result.history), 'round')})")
     if shown:
         lines.append(
             f"  {'restart':>7} {'phase':<5} {'round':>5} {'movement':>12} {'score':>12}"
@@ -787,6 +803,21 @@ def format_result(result: RunResult, *, last_rounds: int = 5) -> str:
             for r in shown
         ]
     return "\n".join(lines)
+
+
+def _privacy_line(result: RunResult) -> str:
+    """What protected the run: DP with the epsilon it spent and the data bounds, SecAgg; or ''."""
+    said = []
+    dp = result.settings.get("dp", "off")
+    if dp != "off":
+        spent = [r.epsilon for r in result.history if math.isfinite(r.epsilon)]
+        used = f"epsilon {spent[-1]:.4g} spent" if spent else "no epsilon recorded"
+        said.append(f"{dp} DP: {used} of {result.settings.get('dp-epsilon')} at delta "
+                    f"{result.settings.get('dp-delta')}, data bounds "
+                    f"{result.settings.get('data-bounds')}")
+    if result.settings.get("secure-aggregation"):
+        said.append("secure aggregation")
+    return "; ".join(said)
 
 
 def _main(argv: list[str]) -> int:

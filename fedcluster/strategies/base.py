@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..federation.base import Exchange, Federation, RunFailed
-from ..logs import DETAIL, log
+from ..logs import DETAIL, counted, log
 from ..messages import BOUNDS, EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
-from ..options import Options
+from ..options import Options, changed_settings, setting_defaults
 from ..privacy.kinds import DIMENSION
 from ..results import RoundRecord, RunResult
 from .progress import Progress, node_map, node_pairs, state_generator
@@ -115,10 +115,11 @@ class ClusteringStrategy:
         self.options = type(self.options).from_mapping({**self.options.model_dump(), **settings})
 
     def summary(self) -> None:
-        """Log the method and its settings."""
+        """Log the method and the settings that differ from their defaults."""
         log(INFO, "%s (%s), k=%d, n_init=%d, seed %d", type(self).__name__, self.algorithm,
             self.k, self.n_init, self.seed)
-        for key, value in sorted(self.settings.items()):
+        changed = changed_settings(self.settings, setting_defaults(type(self.options)))
+        for key, value in sorted(changed.items()):
             log(INFO, "\t%s = %s", key, value, extra=DETAIL)
 
     # -- nodes -----------------------------------------------------------------
@@ -188,7 +189,7 @@ class ClusteringStrategy:
                         if not a.unreachable}
                 waiting = [node for node in waiting if node not in back]
             if not waiting:
-                log(INFO, "resume: all %d client(s) of the interrupted run answer", len(known))
+                log(INFO, "resume: all %s of the interrupted run answer", counted(len(known), "client"))
                 return
             if time.monotonic() >= deadline:
                 log(WARNING, "resume: node(s) %s did not answer within %g s; going on without them",
@@ -373,8 +374,9 @@ class ClusteringStrategy:
         if best is None:
             raise RunFailed("no restart could be scored: no client answered the score requests")
         best.history = history
-        log(INFO, "kept restart %d: score %.6g after %d rounds (%s)", best.best_restart, best.score,
-            best.rounds, "converged" if best.converged else best.stop_reason or "round limit reached")
+        log(INFO, "kept restart %d: score %.6g after %s (%s)", best.best_restart, best.score,
+            counted(best.rounds, "round"),
+            "converged" if best.converged else best.stop_reason or "round limit reached")
         return best
 
     # -- checkpoints -------------------------------------------------------------
@@ -466,8 +468,8 @@ class ClusteringStrategy:
         client_mean = float(np.mean([s.sse / s.n for s in summaries]))
         score = exact if self.score == "exact" else client_mean
         n_points = sum(s.n for s in summaries)
-        log(INFO, "restart %d: score %.6g over %d points from %d clients", restart, score,
-            n_points, len(summaries))
+        log(INFO, "restart %d: score %.6g over %s from %s", restart, score,
+            counted(n_points, "point"), counted(len(summaries), "client"))
         return RunResult(
             algorithm=self.algorithm,
             settings=dict(self.settings),

@@ -16,7 +16,7 @@ from logging import INFO
 import numpy as np
 
 from ..federation.base import Exchange, Federation, RunFailed
-from ..logs import log
+from ..logs import counted, log
 from ..messages import ClientSummary
 from ..results import RoundRecord
 from .base import ClusteringStrategy, round_record
@@ -52,7 +52,8 @@ class OneShotStrategy(ClusteringStrategy):
         history.append(round_record(restart, 1, "train", math.nan, math.nan, exchange))
         if centroids is None:
             raise RunFailed(f"{self.algorithm}: the accepted replies held no centroid")
-        log(INFO, "%s is one-shot: finished in one round with %d of %d clients, %d centroids",
-            self.algorithm, len(exchange.accepted), len(exchange.sent), len(centroids))
+        log(INFO, "%s is one-shot: finished in one round with %d of %d clients, %s",
+            self.algorithm, len(exchange.accepted), len(exchange.sent),
+            counted(len(centroids), "centroid"))
         self.report_progress(restart, 1, centroids, True, history)
         return centroids, 1, True

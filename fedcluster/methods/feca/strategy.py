@@ -23,7 +23,7 @@ from logging import INFO, WARNING
 
 import numpy as np
 
-from ...logs import log
+from ...logs import counted, log
 from ...strategies.initialisation import local_kmeans_settings, validate_local_centroids
 from ...strategies.oneshot import OneShotStrategy
 from .client import FECA
@@ -81,8 +81,9 @@ class FeCA(OneShotStrategy):
         centroids, radii, counts = centroids[order], radii[order], counts[order]
         result = feca_aggregate(centroids, radii, self.k)
         sizes = [len(m) for m in result.members]
-        log(INFO, "%s: %d centroids from %d clients formed %d groups; kept %d of sizes %s",
-            what, len(centroids), len(summaries), result.n_groups, len(sizes), sizes)
+        log(INFO, "%s: %s from %s formed %s; kept %d of sizes %s", what,
+            counted(len(centroids), "centroid"), counted(len(summaries), "client"),
+            counted(result.n_groups, "group"), len(sizes), sizes)
         if result.n_groups < self.k:
             log(WARNING, "%s: only %d groups, fewer than k = %d: the result has %d centroids",
                 what, result.n_groups, self.k, result.n_groups)

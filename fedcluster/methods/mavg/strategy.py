@@ -16,7 +16,7 @@ from logging import INFO, WARNING
 import numpy as np
 
 from ...federation.base import Federation
-from ...logs import log
+from ...logs import counted, log
 from ...messages import LOCAL_KMEANS
 from ...results import RunResult
 from ...strategies.initialisation import local_kmeans_settings, validate_local_centroids
@@ -116,8 +116,8 @@ class MatchAveraging(OneShotStrategy):
         result = best_match_average(sets)
         self._local = (np.concatenate(sets),
                        np.concatenate([s.counts[s.counts > 0] for s in summaries]))
-        log(INFO, "%s: matched %d centroid sets in %d rounds, mean squared distance to the "
-            "matched means %.6g", what, len(sets), result.n_iter,
+        log(INFO, "%s: matched %d centroid sets in %s, mean squared distance to the "
+            "matched means %.6g", what, len(sets), counted(result.n_iter, "round"),
             result.cost / sum(len(s) for s in sets))
         centroids = result.centroids
         if len(centroids) < self.options.local_k:
