@@ -79,6 +79,8 @@ def _simulate(args: argparse.Namespace) -> int:
     run = k_selection_run(args.k_range, args.select)
     if config.k > n:
         raise ConfigError(f"--k {config.k} is more than the {n} points of {dataset.name}")
+    _check_feasible(config, [len(part) for part in parts])
+    _check_out(out)
     described = (f"{dataset.name} ({counted(n, 'point')}, {counted(d, 'feature')}), split "
                  f"{args.split} over {counted(args.clients, 'client')}")
     print(f"fedcluster: {config.algorithm}, k = {config.k}, on {described}", flush=True)
@@ -214,6 +216,52 @@ def _check_row_length(config: RunConfig, dataset) -> None:
         raise ConfigError(f"--image-shape {config.image_shape} needs {needed} values per row, "
                           f"and the rows of {dataset.name} have {d}: give --image-shape C,H,W "
                           f"(or D with --network mlp)")
+
+
+def _check_feasible(config: RunConfig, sizes: list[int]) -> None:
+    """Refuse, before Ray starts, a split whose clients cannot send k clusters at all.
+
+    Under the privacy floor a client of n rows sends at most n // p clusters
+    (each of p rows or more) and nothing when n < p, so a federation whose
+    clients together hold fewer than k such clusters cannot find a start of
+    k centroids, whatever the method; one of tiny clients would otherwise
+    fail only after every round's warnings.
+    """
+    p = config.min_cluster_size
+    if max(sizes) < p:
+        raise ConfigError(f"every one of the {counted(len(sizes), 'client')} holds fewer than "
+                          f"--min-cluster-size {p} rows (the largest {counted(max(sizes), 'row')}): "
+                          f"none could send anything; use fewer --clients")
+    clusters = sum(size // p for size in sizes)
+    if clusters < config.k:
+        raise ConfigError(f"the {counted(len(sizes), 'client')} can send at most "
+                          f"{counted(clusters, 'cluster')} of --min-cluster-size {p} rows or more, "
+                          f"fewer than --k {config.k}; use fewer --clients or a smaller --k")
+
+
+def _check_out(out: Path) -> None:
+    """Refuse, before Ray starts, an output directory the run could not write its files to.
+
+    A run writes them at its end (and a checkpoint after each round), so a
+    file in the way, a read-only place or a full disk would otherwise be
+    found only after the whole run. The directory is made here; writing a
+    scratch file in it is the check (permission bits do not bind root).
+    """
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file is in the way (the run writes a directory there)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out) as probe:
+            probe.write(b"\0" * _OUT_ROOM)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+
+
+#: The scratch file of :func:`_check_out`: room for a run's model, history and checkpoint
+#: (together under 1 MiB up to k x d = 40,000, e.g. k = 50 on MNIST's 784 features).
+_OUT_ROOM = 1 << 20
 
 
 def _check_clients(clients: int) -> None:

@@ -165,6 +165,10 @@ def test_simulate_runs_every_method(tmp_path, capsys, algorithm):
     (["--k", "6000"], "--k 6000 is more than the 5000 points of s1"),
     (["--dataset", "missing/points.csv"], "data file missing/points.csv: no such file (looked in "),
     (["--dataset", "points.npy"], "data file points.npy: no such file"),
+    # S1's 5000 rows: one per client, below the floor of 2 rows a cluster.
+    (["--clients", "5000"], "every one of the 5000 clients holds fewer than --min-cluster-size 2"),
+    # Two rows per client: 2500 clusters can leave the clients, fewer than k.
+    (["--clients", "2500", "--k", "2600"], "the 2500 clients can send at most 2500 clusters"),
 ])
 def test_simulate_refuses_bad_input_before_flower_starts(tmp_path, capsys, monkeypatch, argv, says):
     monkeypatch.chdir(tmp_path)
@@ -173,6 +177,20 @@ def test_simulate_refuses_bad_input_before_flower_starts(tmp_path, capsys, monke
     assert main(["simulate", *argv, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"fedcluster: error: {says}") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("out", "says"), [
+    ("a-file", "--out a-file: a file is in the way (the run writes a directory there)"),
+    ("a-file/results", "--out a-file/results: cannot write there (Not a directory)"),
+])
+def test_simulate_refuses_an_output_it_could_not_write_before_flower_starts(
+        tmp_path, capsys, monkeypatch, out, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("not a directory")
+    monkeypatch.setattr("fedcluster.simulation.simulate",
+                        lambda *a, **k: pytest.fail("the simulation must not start"))
+    assert main(["simulate", "--out", out]) == 2
+    assert capsys.readouterr().err == f"fedcluster: error: {says}\n"
 
 
 def test_partition_prints_absolute_paths_and_names_the_overwrite_flag(tmp_path, capsys, monkeypatch):
