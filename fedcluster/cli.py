@@ -287,12 +287,22 @@ def _partition(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from .bench import load_grid, plot, render, run_grid
-    from .bench.runner import cached_dataset, grid_rows
+    from .bench.runner import RUNS_LOG, cached_dataset, grid_rows
 
     grid = load_grid(args.grid)
     out = args.out or Path("benchmarks") / "results" / grid.name
-    rows = (grid_rows(grid, out, failed=True) if args.report_only
-            else run_grid(grid, out, workers=args.workers, verbose=args.verbose))
+    # SIGTERM ends a grid as Ctrl-C does: the runs in flight stop, the finished ones stay.
+    old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        rows = (grid_rows(grid, out, failed=True) if args.report_only
+                else run_grid(grid, out, workers=args.workers, verbose=args.verbose))
+    except KeyboardInterrupt:
+        done = len(grid_rows(grid, out))
+        print(f"\nfedcluster: interrupted: {done} of {len(grid.runs)} runs done, kept in "
+              f"{out / RUNS_LOG}; the same command goes on from there", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
     finished = [row for row in rows if not row.get("error")]
     report = out / "report.md"
     report.write_text(render(grid, rows) + "\n", encoding="utf-8")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -401,3 +405,39 @@ settings = { num-server-rounds = 3, standardize = true }
     # The true centres are compared in the same units.
     assert row["centre_distance"] == pytest.approx(
         centre_distance(centroids, (data.true_centers - shift) / scale), rel=1e-9)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_grid_ends_at_once_and_keeps_its_finished_runs(tmp_path, signum):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or SIGTERM during
+    ``fedcluster bench --workers 2``: one line, exit 130, no traceback, no worker left, and
+    the finished runs kept for the next start."""
+    path = tmp_path / "long.toml"
+    path.write_text(GRID.replace("seeds = 2", "seeds = 50"))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from fedcluster.cli import main; sys.exit(main())",
+         "bench", str(path), "--out", str(out), "--workers", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not ((out / RUNS_LOG).exists() and (out / RUNS_LOG).read_text().strip()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    sent = time.monotonic()
+    if signum == signal.SIGINT:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 15, err
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    done = len((out / RUNS_LOG).read_text().splitlines())
+    assert last == (f"fedcluster: interrupted: {done} of {len(load_grid(path).runs)} runs done, kept in "
+                    f"{out / RUNS_LOG}; the same command goes on from there"), err
+    time.sleep(1)
+    group = subprocess.run(["ps", "-o", "pid=,stat=,args=", "-g", str(proc.pid)],
+                           capture_output=True, text=True).stdout.splitlines()
+    alive = [line for line in group if not line.split()[1].startswith("Z")]  # Z: ended, unreaped
+    assert alive == [], group  # no worker of the group outlives it

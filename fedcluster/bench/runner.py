@@ -54,6 +54,7 @@ import logging
 import math
 import multiprocessing
 import os
+import signal
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -298,6 +299,9 @@ def _limit_threads(threads: int) -> None:
 
 
 def _worker_init(verbose: bool, threads: int) -> None:
+    # Ctrl-C reaches the whole process group: the parent answers it and ends the workers,
+    # which would otherwise each print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _flower_logging(verbose)
     _limit_threads(threads)
 
@@ -350,8 +354,9 @@ def _rows(runs: list[RunSpec], workers: int, verbose: bool = False) -> Iterable[
     # Spawned workers: Flower's gRPC and logging threads do not survive a fork well.
     context = multiprocessing.get_context("spawn")
     threads = max(1, _cores() // workers)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                             initializer=partial(_worker_init, verbose, threads)) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                               initializer=partial(_worker_init, verbose, threads))
+    try:
         upcoming = iter(groups)
         partitions: dict[Future, list[RunSpec]] = {}  # partition task -> the runs waiting for it
         running: set[Future] = set()
@@ -376,6 +381,13 @@ def _rows(runs: list[RunSpec], workers: int, verbose: bool = False) -> Iterable[
                 else:
                     running.discard(future)
                     yield future.result()
+    except BaseException:  # Ctrl-C, SIGTERM, or the reader gone: end the runs in flight now
+        pool.shutdown(wait=False, cancel_futures=True)
+        # The executor has no public way to end a busy worker before Python 3.14.
+        for process in list((pool._processes or {}).values()):
+            process.terminate()
+        raise
+    pool.shutdown()
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
