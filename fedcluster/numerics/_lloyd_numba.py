@@ -67,12 +67,15 @@ vectorisation).
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 # numba's np.dot calls the BLAS of SciPy's cython_blas: load it here, before
 # the caller's thread-pool controller lists the BLAS libraries it limits.
 import scipy.linalg.cython_blas  # noqa: F401
 from numba import njit, prange
+from numba.core import event
 
 __all__ = ["FEATURE_LANES", "PRODUCT", "PRODUCT_TILE", "ROW_LANES", "TILE", "lloyd_pass",
            "score_loop", "use_row_lanes"]
@@ -99,6 +102,28 @@ def _jit(**options):
 
     return decorate
 
+
+class _CompileNote(event.Listener):
+    """Says, once a process, that this module's kernels are being compiled.
+
+    numba signals a compilation only where its disk cache has no code for the
+    call (the first run on a machine, or after an upgrade); it takes tens of
+    seconds, which a user would otherwise sit through in silence.
+    """
+
+    said = False
+
+    def on_start(self, ev) -> None:
+        if not self.said and ev.data["dispatcher"].py_func.__module__ == __name__:
+            self.said = True
+            print("fedcluster: compiling the numerical kernels for this machine (once: numba "
+                  "caches them for later runs; tens of seconds)", file=sys.stderr, flush=True)
+
+    def on_end(self, ev) -> None:
+        pass
+
+
+event.register("numba:compile", _CompileNote())
 
 #: Rows per transposed tile of the row-lane loop.
 TILE = 64
