@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -241,8 +241,8 @@ def validate_reply(
         raise ProtocolError(f"'num-examples' must be a positive integer, got {n!r}")
     n = int(n)
     values = {name: finite_array(np.asarray(value), f"'{name}'")
-              for name in _ARRAYS if (value := getattr(summary, name)) is not None}
-    for name in _ARRAYS:
+              for name in SUMMARY_ARRAYS if (value := getattr(summary, name)) is not None}
+    for name in SUMMARY_ARRAYS:
         wanted = name in expect or (name in ("low", "high") and "bounds" in expect)
         if wanted and name not in values:
             raise ProtocolError(f"reply lacks the array '{name}'")
@@ -335,5 +335,6 @@ def validate_named_arrays(arrays: Any, reference: Mapping[str, np.ndarray], boun
     return checked
 
 
-#: The array fields of a :class:`ClientSummary`.
-_ARRAYS = ("centroids", "counts", "low", "high", "weights", "radii", "mean", "std", "sums")
+#: The array fields of a :class:`ClientSummary`, in declaration order: the one list of the
+#: arrays a reply may carry (the codec, the reply check and the replies' order use it).
+SUMMARY_ARRAYS = tuple(f.name for f in fields(ClientSummary) if f.type == "np.ndarray | None")

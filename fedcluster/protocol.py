@@ -20,7 +20,7 @@ import math
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
-from .messages import ClientSummary, ProtocolError, Request, validate_reply
+from .messages import SUMMARY_ARRAYS, ClientSummary, ProtocolError, Request, validate_reply
 
 
 MODEL_KEY = "model"
@@ -34,8 +34,6 @@ NUM_EXAMPLES = "num-examples"
 SSE = "sse"
 #: Metric of a reply: the client's stable position for sampling (see :func:`make_reply`).
 SAMPLING_KEY = "sampling-key"
-#: The arrays a reply may carry (the array fields of ClientSummary).
-_ARRAY_NAMES = ("centroids", "counts", "low", "high", "weights", "radii", "mean", "std", "sums")
 #: Request record of the run's standardisation (arrays "shift" and "scale").
 TRANSFORM_KEY = "transform"
 SILHOUETTE = "silhouette"
@@ -92,9 +90,14 @@ def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = 
     its clients the same way in every run although Flower draws new node ids
     for each simulation (see :func:`reply_sampling_key`).
     """
+    return Message(content=reply_content(summary, sampling_key), reply_to=msg)
+
+
+def reply_content(summary: ClientSummary, sampling_key: int | None = None) -> RecordDict:
+    """The records of a reply carrying ``summary`` (:func:`decode_reply` reads them back)."""
     arrays = {
         name: Array(np.ascontiguousarray(value, dtype=np.float64))
-        for name in _ARRAY_NAMES
+        for name in SUMMARY_ARRAYS
         if (value := getattr(summary, name)) is not None
     }
     metrics: dict[str, int | float] = {NUM_EXAMPLES: int(summary.n)}
@@ -109,7 +112,7 @@ def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = 
         content[PAYLOAD_KEY] = ConfigRecord(dict(summary.payload))
     if summary.arrays is not None:
         content[ARRAYS_KEY] = _named_record(summary.arrays)
-    return Message(content=content, reply_to=msg)
+    return content
 
 
 def _named_record(arrays) -> ArrayRecord:
@@ -153,7 +156,7 @@ def decode_reply(content: RecordDict) -> ClientSummary:
         silhouette=metrics.get(SILHOUETTE, math.nan),
         payload=None if payload is None else dict(payload),
         arrays=_named_arrays(content),
-        **{name: arrays[name].numpy() for name in _ARRAY_NAMES if name in arrays},
+        **{name: arrays[name].numpy() for name in SUMMARY_ARRAYS if name in arrays},
     )
 
 

@@ -143,3 +143,19 @@ def test_the_sum_forms_the_methods_declare_are_those_their_servers_ask_for():
     assert declared == set(SUM_FORM)
     for name in declared:
         assert METHODS[name].strategy.sums_type == METHODS[name].sum_form, name
+
+
+def test_every_array_a_summary_declares_travels_through_the_codec():
+    """The reply arrays are declared once, as ClientSummary's array fields: the codec carries
+    each of them without a list of its own (a new array is a new field, nothing else)."""
+    import numpy as np
+
+    from fedcluster.messages import SUMMARY_ARRAYS, ClientSummary
+    from fedcluster.protocol import decode_reply, reply_content
+
+    assert {"centroids", "counts", "radii", "sums"} <= set(SUMMARY_ARRAYS)
+    rng = np.random.default_rng(0)
+    summary = ClientSummary(n=7, **{name: rng.random(3) for name in SUMMARY_ARRAYS})
+    decoded = decode_reply(reply_content(summary))
+    for name in SUMMARY_ARRAYS:
+        np.testing.assert_array_equal(getattr(decoded, name), getattr(summary, name), err_msg=name)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from ..messages import ClientSummary, Request
+from ..messages import SUMMARY_ARRAYS, ClientSummary, Request
 
 T = TypeVar("T")
 
@@ -104,6 +104,5 @@ class Exchange(Generic[T]):
 
 
 def _content_key(summary: ClientSummary) -> tuple:
-    arrays = (summary.centroids, summary.counts, summary.weights, summary.radii, summary.low,
-              summary.mean, summary.std)
+    arrays = (getattr(summary, name) for name in SUMMARY_ARRAYS)
     return (summary.n, *(b"" if a is None else a.tobytes() for a in arrays))
