@@ -1,4 +1,4 @@
-"""The ``fedcluster`` command line: simulate, partition, inspect."""
+"""The ``fedcluster`` command line: simulate, partition, bench, inspect, report, submit."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from .options import setting_defaults
 from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
 from .data.partition import SPLIT_HELP
 from .privacy.options import check_delta_for_rows
-from .server.artifacts import format_result, read_model, result_to_dict
+from .server.artifacts import MODEL_FILE, format_result, read_model, result_to_dict
 from .submit import add_submit_parser
 
 
@@ -103,13 +103,33 @@ def _simulate(args: argparse.Namespace) -> int:
     defaults = None if args.verbose else {**setting_defaults(RunConfig), "min-nodes": args.clients}
     print(format_result(result, defaults=defaults))
     print(f"data: {described}")
-    for line in _references(result, dataset):
+    reference = _reference(result, dataset)
+    for line in _references(result, dataset, reference):
         print(line)
-    print(f"model: {out / 'model.pb'}  history: {out / 'history.csv'}")
+    print(f"model: {out / MODEL_FILE}  history: {out / 'history.csv'}")
+    print(_write_report(result, out, reference))
     return 0
 
 
-def _references(result, dataset) -> list[str]:
+def _reference(result, dataset):
+    """The data set's true centres and their score in the run's units; None if it knows none."""
+    from .metrics import combine, local_statistics
+    from .report import Reference
+
+    centres = dataset.true_centers
+    # DeepFeCA's centroids are of its network's features, not of the data's.
+    if centres is None or result.dimension != dataset.X.shape[1]:
+        return None
+    score = math.nan
+    if result.settings.get("score", "exact") == "exact":  # "client-mean" is no pooled mean
+        # The run's score is in its own units: standardised ones under --standardize.
+        shift, scale = (0.0, 1.0) if result.shift is None else (result.shift, result.scale)
+        truth = (centres - shift) / scale
+        score = combine([local_statistics((dataset.X - shift) / scale, truth)], truth)["score"]
+    return Reference(dataset.name, centres, score)
+
+
+def _references(result, dataset, reference) -> list[str]:
     """The run's result beside what the data set knows of itself: true centres, labels."""
     from .metrics import centre_distance, combine, local_statistics
 
@@ -117,26 +137,44 @@ def _references(result, dataset) -> list[str]:
     if result.dimension != X.shape[1]:  # DeepFeCA's centroids are of its network's features
         return []
     lines = []
-    centres = dataset.true_centers
-    if centres is not None and centres.shape == result.centroids.shape:
-        distance = centre_distance(result.original_centroids, centres)
+    if reference is not None and reference.centres.shape == result.centroids.shape:
+        distance = centre_distance(result.original_centroids, reference.centres)
         lines.append(f"distance to the true centres of {name}: {distance:.4g} (optimal matching "
                      "of centroids to centres, root of the summed squared distances)")
-    # A DP run's score is not measured (NaN); "client-mean" is no mean over the pooled data.
-    if centres is not None and math.isfinite(result.score) and \
-            result.settings.get("score", "exact") == "exact":
-        # The run's score is in its own units: standardised ones under --standardize.
-        shift, scale = (0.0, 1.0) if result.shift is None else (result.shift, result.scale)
-        seen, truth = (X - shift) / scale, (centres - shift) / scale
-        reference = combine([local_statistics(seen, truth)], truth)["score"]
-        lines.append(f"score {result.score:.4g} beside {reference:.4g}, the score of the true "
-                     f"centres of {name} ({result.score / reference - 1:+.1%})")
+    # A DP run's score is not measured (NaN).
+    if reference is not None and math.isfinite(reference.score) and math.isfinite(result.score):
+        lines.append(f"score {result.score:.4g} beside {reference.score:.4g}, the score of the "
+                     f"true centres of {name} ({result.score / reference.score - 1:+.1%})")
     if dataset.labels is not None:
         ari = combine([local_statistics(X, result.original_centroids, dataset.labels)],
                       result.original_centroids)["ari"]
         lines.append(f"adjusted Rand index against the labels of {name}: {ari:.3f} (1: the "
                      "labels' own partition; 0: chance)")
     return lines
+
+
+def _write_report(result, out: Path, reference) -> str:
+    """Write the run's report.html; the line that says where, or why there is none."""
+    from .report import ReportUnavailable, write_report
+
+    try:
+        return f"report: {write_report(result, out, reference=reference)}"
+    except ReportUnavailable as exc:
+        return f"report skipped: {exc}"
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import ReportUnavailable, write_report
+
+    result = read_model(args.dir / MODEL_FILE)
+    reference = None if args.dataset is None else _reference(result, _dataset(args))
+    try:
+        path = write_report(result, args.dir, reference=reference)
+    except ReportUnavailable as exc:
+        print(f"fedcluster: error: report not written: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {path}")
+    return 0
 
 
 #: Seconds Ray gets to stop its processes after Ctrl-C before the command exits anyway.
@@ -327,15 +365,19 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _partitioned(args: argparse.Namespace):
-    """The dataset the options name, and its split into ``--clients`` index sets."""
+def _dataset(args: argparse.Namespace):
+    """The dataset the options name."""
     blobs = None
     if args.dataset == "blobs":
         blobs = BlobsParams(n_samples=args.blobs_samples, centers=args.blobs_centers,
                             n_features=args.blobs_features, cluster_std=args.blobs_std,
                             n_noise=args.blobs_noise)
-    dataset = load_dataset(args.dataset, seed=args.seed, blobs=blobs,
-                           label_column=args.label_column)
+    return load_dataset(args.dataset, seed=args.seed, blobs=blobs, label_column=args.label_column)
+
+
+def _partitioned(args: argparse.Namespace):
+    """The dataset the options name, and its split into ``--clients`` index sets."""
+    dataset = _dataset(args)
     parts = partition_indices(dataset.X.shape[0], args.clients, args.split,
                               labels=dataset.labels, points=dataset.X, seed=args.seed)
     return dataset, parts
@@ -372,13 +414,14 @@ def _boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _data_options(parser: argparse.ArgumentParser) -> None:
+def _data_options(parser: argparse.ArgumentParser, dataset: str | None = "s1",
+                  title: str = "data and its split") -> None:
     defaults = BlobsParams()
-    data = parser.add_argument_group("data and its split")
-    data.add_argument("--dataset", default="s1",
+    data = parser.add_argument_group(title)
+    data.add_argument("--dataset", default=dataset,
                       help=f"a name ({', '.join(DATASET_NAMES)}, or g2-D-S: the SIPU G2 set of "
                            "dimension D and overlap S, e.g. g2-16-50) or a .npy/.npz/.csv/.txt "
-                           "file (default: s1)")
+                           f"file (default: {dataset or 'none'})")
     data.add_argument("--label-column", default=None, metavar="NAME",
                       help="the label column of a CSV file (not a feature); labels are needed "
                            "by label-based splits and metrics (default: a column named 'label', "
@@ -509,6 +552,16 @@ def _parser() -> argparse.ArgumentParser:
     insp.add_argument("model", type=Path, help="a model.pb written by a run")
     insp.add_argument("--json", action="store_true", help="JSON with the centroids")
     insp.set_defaults(func=_inspect)
+
+    rep = commands.add_parser(
+        "report", help="write a run's report.html again from its model.pb",
+        description="Write report.html into DIR from DIR/model.pb: the run's verdict, score, "
+        "movement, clients, cluster sizes, centroids, privacy budget and changed settings, as "
+        "`fedcluster simulate` writes it. With the run's --dataset (and --seed and --blobs-* "
+        "options for blobs), the score and centroid charts show the data set's true centres.")
+    rep.add_argument("dir", type=Path, help="a run's output directory (its --out)")
+    _data_options(rep, dataset=None, title="the run's data (for the true centres only)")
+    rep.set_defaults(func=_report)
     add_submit_parser(commands)
     return parser
 

@@ -1,0 +1,334 @@
+"""``report.html``: one self-contained page per run, from what its ``model.pb`` holds.
+
+The page carries its charts as inline SVG (matplotlib, imported only here and
+only when a report is made), so it opens offline, from a mail attachment as
+from the out-dir. Equal inputs give byte-identical pages: ``fedcluster report
+DIR`` regenerates what ``fedcluster simulate`` wrote. The centroid chart of
+data above two dimensions projects the centroids on their own principal axes:
+the server holds centroids, never rows. This module does not depend on Flower.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import RunConfig
+from .data.atomic import atomic_write
+from .logs import counted
+from .options import changed_settings, setting_defaults
+from .results import RunResult
+from .server.artifacts import SCORE_MEANING
+
+__all__ = ["REPORT_FILE", "Reference", "ReportUnavailable", "render_report", "verdict",
+           "write_report"]
+
+REPORT_FILE = "report.html"
+
+
+class ReportUnavailable(ImportError):
+    """matplotlib, which draws the charts, is not installed."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the run's data set knows of itself: the centralized reference of the report.
+
+    ``centres`` are in the data's units; ``score`` is the score of those
+    centres over the pooled data in the run's own units (NaN: not comparable).
+    """
+
+    name: str
+    centres: np.ndarray
+    score: float
+
+
+def write_report(result: RunResult, out_dir: str | os.PathLike[str], *,
+                 reference: Reference | None = None) -> Path:
+    """Write ``report.html`` of ``result`` into ``out_dir``, atomically; return its path.
+
+    Raises
+    ------
+    ReportUnavailable
+        If matplotlib is not installed; nothing is written then.
+    """
+    page = render_report(result, reference=reference)
+    path = Path(out_dir) / REPORT_FILE
+    with atomic_write(path, "w") as fh:
+        fh.write(page)
+    return path
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+
+def render_report(result: RunResult, *, reference: Reference | None = None) -> str:
+    """The HTML of the report of ``result`` (see the module docstring)."""
+    Figure = _figure_class()
+    e = html.escape
+    sections = [
+        ("Score per round", _score_chart(Figure, result, reference), _score_note(result, reference)),
+        ("Centroid movement per round", _movement_chart(Figure, result),
+         "How far the centroids moved in each round (root of the summed squared shifts)."),
+        ("Clients per round", _clients_chart(Figure, result),
+         "Sampled, answered and rejected clients of each round. The history records counts "
+         "only; the reason for each rejection is in the server's log."),
+        ("Cluster sizes", _sizes_chart(Figure, result),
+         f"Points per cluster, {counted(result.n_points, 'point')} in all."),
+        ("Centroids", _centroid_chart(Figure, result, reference), _centroid_note(result, reference)),
+        ("Privacy", _epsilon_chart(Figure, result), _privacy_note(result)),
+    ]
+    body = [f"<h1>fedcluster run: {e(result.algorithm)}, k = {result.n_clusters}</h1>",
+            f'<p class="verdict">{e(verdict(result))}</p>', _summary_table(result)]
+    for title, chart, note in sections:
+        body += [f"<h2>{e(title)}</h2>", f"<p>{e(note)}</p>", chart]
+    body += _settings_section(result)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>fedcluster report: {e(result.algorithm)}, k = {result.n_clusters}</title>\n"
+        "<style>body{font-family:sans-serif;max-width:60em;margin:auto;padding:1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;"
+        "text-align:left}.verdict{font-size:1.2em;font-weight:bold}svg{max-width:100%;"
+        "height:auto}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"
+    )
+
+
+def verdict(result: RunResult) -> str:
+    """The run's outcome in one sentence."""
+    tol = result.settings.get("tol")
+    if not result.history:
+        return (f"Finished in one exchange ({result.algorithm} has no rounds), "
+                f"score {result.score:.4g}.")
+    if result.stop_reason:
+        return (f"Stopped by its privacy budget after {counted(result.rounds, 'round')} "
+                f"({result.stop_reason}); the centroids of the last round are kept.")
+    if result.converged:
+        return (f"Converged after {counted(result.rounds, 'round')}: the centroids moved less "
+                f"than tol = {tol}.")
+    return (f"Did not converge: stopped at the round limit, {counted(result.rounds, 'round')}, "
+            f"with the centroids still moving more than tol = {tol}.")
+
+
+def _summary_table(result: RunResult) -> str:
+    meaning = SCORE_MEANING[result.settings.get("score", "exact")]
+    rows = [
+        ("algorithm", result.algorithm),
+        ("created", f"{result.created:%Y-%m-%d %H:%M:%S} UTC, fedcluster {result.version}"),
+        ("clusters (k)", result.n_clusters),
+        ("dimension (d)", result.dimension),
+        ("points", result.n_points),
+        ("rounds", result.rounds),
+        ("best restart", result.best_restart),
+        ("score", f"{result.score:.6g} ({meaning})"),
+    ]
+    return _table(rows)
+
+
+def _table(rows, header: tuple[str, ...] = ()) -> str:
+    e = html.escape
+    lines = ["<table>"]
+    if header:
+        lines.append("<tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
+    lines += ["<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in row) + "</tr>" for row in rows]
+    return "\n".join([*lines, "</table>"])
+
+
+def _settings_section(result: RunResult) -> list[str]:
+    changed = changed_settings(result.settings, setting_defaults(RunConfig))
+    every = sorted(result.settings.items())
+    return [
+        "<h2>Settings other than the defaults</h2>",
+        f"<p>{len(changed)} of {len(result.settings)} settings differ from "
+        "<code>fedcluster simulate</code>'s defaults.</p>",
+        _table(sorted(changed.items()), ("setting", "value")),
+        f"<details><summary>All {len(every)} settings</summary>",
+        _table(every, ("setting", "value")), "</details>",
+    ]
+
+
+# -- notes ---------------------------------------------------------------------------------------
+
+
+def _score_note(result: RunResult, reference: Reference | None) -> str:
+    note = ("The score at the start of each round, one line per restart: "
+            f"{SCORE_MEANING[result.settings.get('score', 'exact')]}.")
+    if reference is not None and math.isfinite(reference.score):
+        note += (f" The dashed line is the score of the true centres of {reference.name} "
+                 f"({reference.score:.4g}); the run ends at {result.score:.4g} "
+                 f"({result.score / reference.score - 1:+.1%}).")
+    else:
+        note += " No centralized reference is known for this run's data."
+    if not any(math.isfinite(r.score) for r in result.history):
+        note += " No round's score was measured (under DP the score is not computed)."
+    return note
+
+
+def _centroid_note(result: RunResult, reference: Reference | None) -> str:
+    units = "" if result.shift is None else " (in the data's units, the standardisation undone)"
+    if result.dimension <= 2:
+        what = f"The centroids{units}, each marked by its size."
+    else:
+        what = (f"The centroids{units} on the first two principal axes of the centroids "
+                "themselves (computed from what the server holds, no client's rows).")
+    if _comparable(result, reference):
+        what += f" Crosses: the true centres of {reference.name}."
+    return what
+
+
+def _privacy_note(result: RunResult) -> str:
+    dp = result.settings.get("dp", "off")
+    if dp == "off":
+        secagg = " Secure aggregation hid each client's sums." \
+            if result.settings.get("secure-aggregation") else ""
+        return f"No differential privacy: no epsilon was spent.{secagg}"
+    spent = [r.epsilon for r in result.history if math.isfinite(r.epsilon)]
+    total = f"{spent[-1]:.4g}" if spent else "none recorded"
+    return (f"{dp.capitalize()} differential privacy: epsilon spent by the end of each round "
+            f"(in all: {total} of a budget of {result.settings.get('dp-epsilon')}, delta "
+            f"{result.settings.get('dp-delta')}); data bounds used: "
+            f"{result.settings.get('data-bounds') or 'none given'}.")
+
+
+# -- charts --------------------------------------------------------------------------------------
+
+
+def _figure_class():
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ReportUnavailable(
+            "matplotlib is not installed (pip install 'fedcluster[bench]')") from exc
+    return Figure
+
+
+def _svg(fig) -> str:
+    """The figure as inline SVG, the same bytes for the same figure (no date, fixed ids)."""
+    import matplotlib
+
+    buffer = io.StringIO()
+    # Figure.savefig leaves pyplot's global backend alone; the salt fixes the ids of clip paths.
+    with matplotlib.rc_context({"svg.hashsalt": "fedcluster-report", "svg.fonttype": "none"}):
+        fig.savefig(buffer, format="svg", bbox_inches="tight",
+                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _axes(Figure, ylabel: str, *, width: float = 6.4, height: float = 3.2):
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_subplot()
+    # Rounds, clients and cluster numbers are whole: no tick at 1.5.
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def _outside_legend(ax) -> None:
+    """A legend beside the axes, where it cannot cover a curve."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
+def _per_restart(result: RunResult, value) -> dict[int, tuple[list[int], list[float]]]:
+    lines: dict[int, tuple[list[int], list[float]]] = {}
+    for r in result.history:
+        if r.phase == "train" and math.isfinite(y := value(r)):
+            xs, ys = lines.setdefault(r.restart, ([], []))
+            xs.append(r.round)
+            ys.append(y)
+    return lines
+
+
+def _round_chart(Figure, result: RunResult, value, ylabel: str,
+                 reference: float | None = None, reference_label: str = "") -> str:
+    fig, ax = _axes(Figure, ylabel)
+    for restart, (xs, ys) in sorted(_per_restart(result, value).items()):
+        ax.plot(xs, ys, marker=".", label=f"restart {restart}")
+    if reference is not None:
+        ax.axhline(reference, color="k", linestyle="--", label=reference_label)
+    if not ax.lines:
+        ax.text(0.5, 0.5, "nothing recorded", ha="center", va="center", transform=ax.transAxes)
+    else:
+        _outside_legend(ax)
+    ax.set_xlabel("round")
+    return _svg(fig)
+
+
+def _score_chart(Figure, result: RunResult, reference: Reference | None) -> str:
+    known = reference is not None and math.isfinite(reference.score)
+    return _round_chart(Figure, result, lambda r: r.score, "score",
+                        reference.score if known else None,
+                        f"true centres of {reference.name}" if known else "")
+
+
+def _movement_chart(Figure, result: RunResult) -> str:
+    return _round_chart(Figure, result, lambda r: r.movement, "centroid movement")
+
+
+def _epsilon_chart(Figure, result: RunResult) -> str:
+    budget = result.settings.get("dp-epsilon") if result.settings.get("dp", "off") != "off" else None
+    return _round_chart(Figure, result, lambda r: r.epsilon, "epsilon spent",
+                        budget, "budget" if budget is not None else "")
+
+
+def _clients_chart(Figure, result: RunResult) -> str:
+    fig, ax = _axes(Figure, "clients")
+    steps = np.arange(len(result.history))
+    for name, colour in (("sampled", "0.6"), ("answered", "tab:green"), ("rejected", "tab:red")):
+        counts = [getattr(r, f"clients_{name}") for r in result.history]
+        ax.plot(steps, counts, marker=".", color=colour, label=name)
+    if len(steps):
+        _outside_legend(ax)
+    ax.set_xlabel("exchange (in order; restarts and the initialisation included)")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    return _svg(fig)
+
+
+def _sizes_chart(Figure, result: RunResult) -> str:
+    fig, ax = _axes(Figure, "points")
+    ax.bar(np.arange(result.n_clusters), result.counts, color="tab:blue")
+    ax.set_xlabel("cluster")
+    return _svg(fig)
+
+
+def _comparable(result: RunResult, reference: Reference | None) -> bool:
+    return reference is not None and reference.centres.shape[1:] == (result.dimension,)
+
+
+def _centroid_chart(Figure, result: RunResult, reference: Reference | None) -> str:
+    fig, ax = _axes(Figure, "", width=5.0, height=5.0)
+    ax.xaxis.get_major_locator().set_params(integer=False)
+    centroids = result.original_centroids
+    truth = reference.centres if _comparable(result, reference) else None
+    if result.dimension == 1:
+        points = np.column_stack([centroids[:, 0], np.zeros(len(centroids))])
+        axes = ("feature 0", "")
+        truth = None if truth is None else np.column_stack([truth[:, 0], np.zeros(len(truth))])
+    elif result.dimension == 2:
+        points, axes = centroids, ("feature 0", "feature 1")
+    else:
+        mean = centroids.mean(axis=0)
+        # The principal axes of the centroids: their SVD (no row of any client is involved).
+        _, _, vt = np.linalg.svd(centroids - mean, full_matrices=False)
+        basis = np.zeros((result.dimension, 2))
+        basis[:, :min(2, len(vt))] = vt[:2].T
+        points, axes = (centroids - mean) @ basis, ("principal axis 1", "principal axis 2")
+        truth = None if truth is None else (truth - mean) @ basis
+    if truth is not None:
+        ax.scatter(truth[:, 0], truth[:, 1], marker="x", color="k", label="true centres")
+    total = result.counts.sum()
+    sizes = 20 + 200 * result.counts / total if total > 0 else 40
+    ax.scatter(points[:, 0], points[:, 1], s=sizes, facecolors="none", edgecolors="tab:red",
+               label="centroids")
+    for j, (x, y) in enumerate(points):
+        ax.annotate(str(j), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel(axes[0])
+    ax.set_ylabel(axes[1])
+    _outside_legend(ax)
+    return _svg(fig)
