@@ -220,11 +220,11 @@ def _svg(fig) -> str:
     return text[text.index("<svg"):]
 
 
-def _axes(Figure, ylabel: str, *, width: float = 6.4, height: float = 3.2):
+def _axes(Figure, ylabel: str, *, width: float = 6.4, height: float = 3.2, whole_x: bool = True):
     fig = Figure(figsize=(width, height))
     ax = fig.add_subplot()
-    # Rounds, clients and cluster numbers are whole: no tick at 1.5.
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    # Rounds, exchanges and cluster numbers are whole: no tick at 1.5.
+    ax.xaxis.get_major_locator().set_params(integer=whole_x)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     return fig, ax
@@ -302,8 +302,7 @@ def _comparable(result: RunResult, reference: Reference | None) -> bool:
 
 
 def _centroid_chart(Figure, result: RunResult, reference: Reference | None) -> str:
-    fig, ax = _axes(Figure, "", width=5.0, height=5.0)
-    ax.xaxis.get_major_locator().set_params(integer=False)
+    fig, ax = _axes(Figure, "", width=5.0, height=5.0, whole_x=False)
     centroids = result.original_centroids
     truth = reference.centres if _comparable(result, reference) else None
     if result.dimension == 1:
