@@ -101,6 +101,8 @@ def test_simulate_on_s1_reaches_the_level_of_centralized_kmeans(tmp_path, s1_cen
     rounds = [line for line in done.stderr.splitlines() if "round " in line and "movement" in line]
     assert len(rounds) == result.rounds
     assert (out / "history.csv").read_text().count("\n") == len(result.history) + 1
+    assert f"report: {out / 'report.html'}" in done.stdout
+    assert "true centres of s1" in (out / "report.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow

@@ -1,0 +1,191 @@
+"""report.html: one self-contained page per run, regenerated identically by `fedcluster report`."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedcluster.cli import _write_report, main
+from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.methods import METHODS
+from fedcluster.report import REPORT_FILE, Reference, verdict, write_report
+from fedcluster.server.artifacts import write_run
+
+pytest.importorskip("matplotlib", reason="the report's charts need matplotlib (the test extra)")
+
+SECTIONS = ("Score per round", "Centroid movement per round", "Clients per round",
+            "Cluster sizes", "Centroids", "Privacy", "Settings other than the defaults")
+CENTRES = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
+
+
+class Page(HTMLParser):
+    """The parts of a page the tests look at: headings, charts, links and their text."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.headings: list[str] = []
+        self.svgs = 0
+        self.links: list[str] = []
+        self.paragraphs: list[str] = []
+        self._open: str | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "svg":
+            self.svgs += 1
+        self.links += [value for name, value in attrs if name in ("src", "href") and value]
+        if tag in ("h2", "p"):
+            self._open = tag
+
+    def handle_endtag(self, tag):
+        if tag == self._open:
+            self._open = None
+
+    def handle_data(self, data):
+        if self._open == "h2":
+            self.headings.append(data)
+        elif self._open == "p":
+            self.paragraphs.append(data)
+
+
+def _run(tmp_path: Path, name: str, d: int = 2, **settings):
+    rng = np.random.default_rng(0)
+    centres = np.zeros((3, d))
+    centres[:, :2] = CENTRES
+    X = np.concatenate([c + rng.normal(size=(100, d)) for c in centres])
+    strategy = METHODS["dwf"].strategy(algorithm="dwf", k=3, **settings)
+    result = strategy.fit(InMemoryFederation([X[0::2], X[1::2]]))
+    out = tmp_path / name
+    write_run(result, out)
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    result, out = _run(tmp_path_factory.mktemp("report"), "plain", num_server_rounds=6)
+    reference = Reference("three blobs", CENTRES, 2.0)
+    return result, write_report(result, out, reference=reference)
+
+
+def test_the_report_has_every_section_as_a_chart_with_the_verdict_and_settings(plain):
+    result, path = plain
+    text = path.read_text(encoding="utf-8")
+    page = Page(text)
+    assert list(page.headings) == list(SECTIONS)
+    assert page.svgs == 6  # score, movement, clients, sizes, centroids, epsilon
+    assert f'<p class="verdict">{html.escape(verdict(result))}</p>' in text
+    assert "true centres of three blobs" in text  # the reference line's legend
+    assert "restart 0" in text and "answered" in text and "rejected" in text
+    # The changed settings' table lists k = 3 and the rounds, not the defaults.
+    assert "<td>k</td><td>3</td>" in text and "<td>num-server-rounds</td><td>6</td>" in text
+    assert "<td>tol</td>" not in text.split("<details>")[0]
+    assert "No differential privacy" in text
+
+
+def test_the_verdict_says_in_one_sentence_how_the_run_ended(plain):
+    result, _ = plain
+    ended = {
+        "converged": dataclasses.replace(result, converged=True, rounds=4),
+        "limit": dataclasses.replace(result, converged=False, rounds=6),
+        "budget": dataclasses.replace(result, converged=False, rounds=2,
+                                      stop_reason="the epsilon budget is spent"),
+        "one-shot": dataclasses.replace(result, algorithm="kfed", history=[], score=1.5,
+                                        settings={**result.settings, "algorithm": "kfed"}),
+    }
+    assert {name: verdict(r) for name, r in ended.items()} == {
+        "converged": "Converged after 4 rounds: the centroids moved less than tol = 0.0001.",
+        "limit": "Did not converge: stopped at the round limit, 6 rounds, with the centroids "
+                 "still moving more than tol = 0.0001.",
+        "budget": "Stopped by its privacy budget after 2 rounds (the epsilon budget is spent); "
+                  "the centroids of the last round are kept.",
+        "one-shot": "Finished in one exchange (kfed has no rounds), score 1.5.",
+    }
+
+
+def test_the_report_is_one_file_without_an_external_reference(plain):
+    _, path = plain
+    page = Page(path.read_text(encoding="utf-8"))
+    assert [link for link in page.links if not link.startswith("#")] == []
+    assert sorted(p.name for p in path.parent.iterdir()) == ["history.csv", "model.pb",
+                                                             REPORT_FILE]
+
+
+def test_a_dp_run_reports_its_epsilon_per_round_and_its_bounds(tmp_path):
+    result, out = _run(tmp_path, "dp", num_server_rounds=3, dp="central",
+                       secure_aggregation=True, data_bounds="-10:20", init="random")
+    text = write_report(result, out).read_text(encoding="utf-8")
+    assert "Central differential privacy" in text and "data bounds used: -10:20" in text
+    epsilon = text.split("<h2>Privacy</h2>")[1].split("<h2>")[0]
+    assert "restart 0" in epsilon and "budget" in epsilon  # the spent curve and the budget line
+
+
+def test_centroids_above_two_dimensions_are_shown_on_their_principal_axes(tmp_path):
+    result, out = _run(tmp_path, "5d", d=5, num_server_rounds=3)
+    text = write_report(result, out).read_text(encoding="utf-8")
+    assert "principal axis 1" in text and "first two principal axes of the centroids" in text
+
+
+def test_fedcluster_report_regenerates_the_page_byte_for_byte(tmp_path, capsys):
+    result, out = _run(tmp_path, "again", num_server_rounds=3)
+    first = write_report(result, out).read_bytes()
+    (out / REPORT_FILE).unlink()
+    assert main(["report", str(out)]) == 0
+    assert (out / REPORT_FILE).read_bytes() == first
+    assert capsys.readouterr().out == f"report: {out / REPORT_FILE}\n"
+
+
+def test_fedcluster_report_names_a_damaged_or_missing_model_in_one_line(tmp_path, capsys):
+    _, out = _run(tmp_path, "damaged", num_server_rounds=2)
+    model = out / "model.pb"
+    model.write_bytes(model.read_bytes()[:-7])
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"fedcluster: error: {model}: ")
+    assert not (out / REPORT_FILE).exists()
+    assert main(["report", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err == (f"fedcluster: error: model file not found: "
+                                       f"{tmp_path / 'nowhere' / 'model.pb'}\n")
+
+
+def test_without_matplotlib_the_run_says_the_report_was_skipped(tmp_path, monkeypatch, capsys):
+    result, out = _run(tmp_path, "bare", num_server_rounds=2)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if absent
+    assert _write_report(result, out, None) == ("report skipped: matplotlib is not installed "
+                                                "(pip install 'fedcluster[bench]')")
+    assert not (out / REPORT_FILE).exists()
+    assert main(["report", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("fedcluster: error: report not written: matplotlib")
+
+
+def _browser() -> str | None:
+    return next((found for name in ("chromium", "chromium-browser", "google-chrome")
+                 if (found := shutil.which(name))), None)
+
+
+@pytest.mark.slow
+def test_the_report_renders_in_headless_chromium_with_visible_charts(plain, tmp_path):
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no Chromium found (Debian: apt-get install chromium; .ci/run installs it)")
+    Image = pytest.importorskip("PIL.Image", reason="Pillow reads the screenshot")
+    _, path = plain
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--window-size=1000,4200"]
+    dom = subprocess.run([*flags, "--dump-dom", path.as_uri()], capture_output=True, text=True,
+                         timeout=120)
+    assert Page(dom.stdout).svgs == 6, dom.stderr[-2000:]
+    shot = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={shot}", path.as_uri()], capture_output=True,
+                   timeout=120, check=True)
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
+    # Every band of the page down to the settings holds ink: the charts are drawn, not blank.
+    bands = np.array_split(pixels[: pixels.shape[0] * 3 // 4], 12)
+    assert all(band.std() > 5 for band in bands), [round(band.std(), 1) for band in bands]
