@@ -75,7 +75,8 @@ def render_report(result: RunResult, *, reference: Reference | None = None) -> s
     sections = [
         ("Score per round", _score_chart(Figure, result, reference), _score_note(result, reference)),
         ("Centroid movement per round", _movement_chart(Figure, result),
-         "How far the centroids moved in each round (root of the summed squared shifts)."),
+         "How far the centroids moved in each training round, by the method's measure (the "
+         "Frobenius norm of the change for the k-means methods)."),
         ("Clients per round", _clients_chart(Figure, result),
          "Sampled, answered and rejected clients of each round. The history records counts "
          "only; the reason for each rejection is in the server's log."),
