@@ -10,11 +10,13 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "fedcluster"
 
 #: Modules that must run without Flower: kernels, metrics, every method, the shared server
-#: side, the messages, the in-memory federation, the clients' answers and the estimator.
+#: side, the messages, the in-memory federation, the clients' answers, the estimator and the
+#: run report.
 FLOWER_FREE = ("fedcluster.numerics", "fedcluster.metrics", "fedcluster.methods",
                "fedcluster.strategies", "fedcluster.messages", "fedcluster.results",
                "fedcluster.federation.base", "fedcluster.federation.memory",
-               "fedcluster.client.respond", "fedcluster.estimator", "fedcluster.config")
+               "fedcluster.client.respond", "fedcluster.estimator", "fedcluster.config",
+               "fedcluster.report")
 
 #: Folder -> folders of the package it may not import (the layers below it never import it).
 BELOW = {
