@@ -101,19 +101,24 @@ def render_report(result: RunResult, *, reference: Reference | None = None) -> s
 
 
 def verdict(result: RunResult) -> str:
-    """The run's outcome in one sentence."""
+    """The run's outcome in one sentence (of the restart kept, where there were several)."""
     tol = result.settings.get("tol")
+    n_init = result.settings.get("n-init", 1)
+    kept = f"Restart {result.best_restart}, the best of {n_init}: " if n_init > 1 else ""
     if not result.history:
         return (f"Finished in one exchange ({result.algorithm} has no rounds), "
                 f"score {result.score:.4g}.")
     if result.stop_reason:
-        return (f"Stopped by its privacy budget after {counted(result.rounds, 'round')} "
+        said = (f"stopped by its privacy budget after {counted(result.rounds, 'round')} "
                 f"({result.stop_reason}); the centroids of the last round are kept.")
-    if result.converged:
-        return (f"Converged after {counted(result.rounds, 'round')}: the centroids moved less "
+    elif result.converged:
+        said = (f"converged after {counted(result.rounds, 'round')}: the centroids moved less "
                 f"than tol = {tol}.")
-    return (f"Did not converge: stopped at the round limit, {counted(result.rounds, 'round')}, "
-            f"with the centroids still moving more than tol = {tol}.")
+    else:
+        said = (f"did not converge: stopped at the round limit, "
+                f"{counted(result.rounds, 'round')}, with the centroids still moving more than "
+                f"tol = {tol}.")
+    return kept + (said if kept else said[0].upper() + said[1:])
 
 
 def _summary_table(result: RunResult) -> str:
@@ -273,15 +278,18 @@ def _movement_chart(Figure, result: RunResult) -> str:
 
 
 def _epsilon_chart(Figure, result: RunResult) -> str:
-    budget = result.settings.get("dp-epsilon") if result.settings.get("dp", "off") != "off" else None
+    if result.settings.get("dp", "off") == "off":
+        return ""
     return _round_chart(Figure, result, lambda r: r.epsilon, "epsilon spent",
-                        budget, "budget" if budget is not None else "")
+                        result.settings.get("dp-epsilon"), "budget")
 
 
 def _clients_chart(Figure, result: RunResult) -> str:
     fig, ax = _axes(Figure, "clients")
     steps = np.arange(len(result.history))
-    for name, colour in (("sampled", "0.6"), ("answered", "tab:green"), ("rejected", "tab:red")):
+    # Sampled as bars behind the lines: with every client answering, the lines would coincide.
+    ax.bar(steps, [r.clients_sampled for r in result.history], color="0.85", label="sampled")
+    for name, colour in (("answered", "tab:green"), ("rejected", "tab:red")):
         counts = [getattr(r, f"clients_{name}") for r in result.history]
         ax.plot(steps, counts, marker=".", color=colour, label=name)
     if len(steps):
