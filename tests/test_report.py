@@ -151,6 +151,7 @@ def test_fedcluster_report_names_a_damaged_or_missing_model_in_one_line(tmp_path
     _, out = _run(tmp_path, "damaged", num_server_rounds=2)
     model = out / "model.pb"
     model.write_bytes(model.read_bytes()[:-7])
+    capsys.readouterr()  # the run's log, not the command's
     assert main(["report", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"fedcluster: error: {model}: ")
@@ -166,6 +167,7 @@ def test_without_matplotlib_the_run_says_the_report_was_skipped(tmp_path, monkey
     assert _write_report(result, out, None) == ("report skipped: matplotlib is not installed "
                                                 "(pip install 'fedcluster[bench]')")
     assert not (out / REPORT_FILE).exists()
+    capsys.readouterr()  # the run's log, not the command's
     assert main(["report", str(out)]) == 2
     assert capsys.readouterr().err.startswith("fedcluster: error: report not written: matplotlib")
 
