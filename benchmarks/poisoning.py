@@ -266,6 +266,23 @@ def told(summary: ClientSummary, request, node_config) -> ClientSummary:
     return dataclasses.replace(summary, **change)
 
 
+def told_mod(lie24: str, liars: int = 1):
+    """A Flower client mod: the simulated clients of partition id below ``liars`` tell ``lie24``.
+
+    The real ClientApp answers; the mod alters the decoded summary by
+    :func:`told` and encodes it again (the tests run it in a Ray simulation).
+    """
+
+    def mod(msg, context, call_next):
+        reply = call_next(msg, context)
+        if reply.has_error() or int(context.node_config.get("partition-id", liars)) >= liars:
+            return reply
+        summary = told(decode_reply(reply.content), None, {"lie24": lie24})
+        return make_reply(msg, summary, sampling_key=reply_sampling_key(reply.content))
+
+    return mod
+
+
 def every_method_run(X: np.ndarray, parts: list[np.ndarray], method: str, lie24: str,
                      liars: int) -> dict:
     """One run of ``method`` at its defaults, the first ``liars`` clients telling ``lie24``.

@@ -121,7 +121,8 @@ def keep_out_spread_outliers(strategy: ClusteringStrategy, exchange: Exchange[Cl
     local centroids and counts (no row leaves a client). A client in other
     units (x 1e6) or sending far centroids would otherwise take centroids of
     its own in the start's server k-means (or k-FED's farthest-point
-    seeding), clusters that no honest row joins and no round takes back. So
+    seeding, or a one-shot method's one step: :mod:`.oneshot`), clusters that
+    no honest row joins and no round takes back. So
     the start leaves it out, naming it in the log (WARNING, as a rejected
     node); the rounds still ask it, where DWF's per-round warning names it
     again and the method's own aggregation applies. With ``trust_clients``
@@ -134,7 +135,8 @@ def keep_out_spread_outliers(strategy: ClusteringStrategy, exchange: Exchange[Cl
     client is flagged starts exactly as before). Fewer than three usable
     clients: nobody is flagged.
     """
-    nodes = [node for node, s in exchange.accepted.items() if s.counts is not None]
+    nodes = [node for node, s in exchange.accepted.items()
+             if s.centroids is not None and s.counts is not None]
     summaries = [exchange.accepted[node] for node in nodes]
     for index, feature, ratio in spread_outliers([s.centroids for s in summaries],
                                                  [s.counts for s in summaries],
