@@ -24,8 +24,8 @@ import numpy as np
 
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import DETAIL, log
-from ..numerics.outliers import ROW_CAP_MULTIPLE, declared_row_factors
 from ..messages import BOUNDS, EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
+from ..numerics.outliers import ROW_CAP_MULTIPLE, declared_row_factors
 from ..options import Options
 from ..privacy.kinds import DIMENSION
 from ..results import RoundRecord, RunResult
@@ -463,10 +463,11 @@ class ClusteringStrategy:
         if what:
             for (node, summary), factor in zip(pairs, factors):
                 if factor < 1.0:
+                    median = round(summary.n * factor)  # what an outlier is counted as
                     log(WARNING, "%s: node %d declares %d rows, over %g x the median client's "
                         "%d: counted as %d in the score and n_points (--trust-clients counts "
-                        "them as declared)", what, node, summary.n, ROW_CAP_MULTIPLE,
-                        round(summary.n * factor), round(summary.n * factor))
+                        "them as declared)", what, node, summary.n, ROW_CAP_MULTIPLE, median,
+                        median)
         return summaries, factors
 
     def score_restart(self, federation: Federation, centroids: np.ndarray, restart: int,

@@ -121,19 +121,22 @@ def keep_out_spread_outliers(strategy: ClusteringStrategy, exchange: Exchange[Cl
     local centroids and counts (no row leaves a client). A client in other
     units (x 1e6) or sending far centroids would otherwise take centroids of
     its own in the start's server k-means (or k-FED's farthest-point
-    seeding, or a one-shot method's one step: :mod:`.oneshot`), clusters that
-    no honest row joins and no round takes back. So
-    the start leaves it out, naming it in the log (WARNING, as a rejected
-    node); the rounds still ask it, where DWF's per-round warning names it
-    again and the method's own aggregation applies. With ``trust_clients``
-    the client stays in the start and is only named.
+    seeding, or a one-shot method's one step: :mod:`.oneshot`), clusters
+    that no honest row joins and no round takes back. So the start leaves it
+    out, naming it in the log (WARNING, as a rejected node); the rounds
+    still ask it, where DWF's per-round warning names it again and the
+    method's own aggregation applies (a decision there is issue 24's item
+    1). With ``trust_clients`` the client stays in the start and is only
+    named.
 
-    The ratio 100 (:data:`~fedcluster.numerics.outliers.SPREAD_RATIO`): on honest federations the
-    largest ratio measured is 40 (digits, MNIST, k-means non-IID; see
-    :func:`~fedcluster.numerics.outliers.spread_outliers`), so no honest
-    client of the committed grids is left out (and a federation in which no
-    client is flagged starts exactly as before). Fewer than three usable
-    clients: nobody is flagged.
+    The ratio 100 (:data:`~fedcluster.numerics.outliers.SPREAD_RATIO`): on
+    honest federations the largest ratio measured is 40 (digits, MNIST,
+    k-means non-IID; see :func:`~fedcluster.numerics.outliers.spread_outliers`),
+    so no honest client of the committed grids is left out, and a federation
+    in which no client is flagged starts exactly as before. Fewer than three
+    usable clients: nobody is flagged (with two, neither can be blamed).
+    Centroids at 1e7 from a client of S1 (data in [0, 1e6]) raise its spread
+    about 45-fold only: kept.
     """
     nodes = [node for node, s in exchange.accepted.items()
              if s.centroids is not None and s.counts is not None]
