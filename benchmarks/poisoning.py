@@ -30,6 +30,20 @@ whether the spread warning named the poisoned node.
     python benchmarks/poisoning.py            # prints the tables of BENCHMARKS.md
     python benchmarks/poisoning.py --json out.json
 
+``--every-method`` measures instead issue 24's table: every method of
+:data:`fedcluster.methods.METHODS` at its defaults (k = 15, seed 0) but
+DeepFeCA (it trains a network per client and clusters its features: minutes
+per run on S1 instead of a second, and its replies carry network weights that
+none of these lies touches), on S1 split IID in 5 and in 10, with 1 liar of 5
+and 1, 2, 3 of 10 (the first clients) telling each lie of :data:`LIES` in
+every reply from the first. Per cell: the pooled SSE of all S1 rows to the
+final centroids over that of the clean run (same method, split and start),
+and the relative error of the reported score (``RunResult.score``) against
+the true pooled score (SSE of all rows / 5000). A liar's rows are honest: only
+its replies lie, so "pooled" includes them.
+
+    python benchmarks/poisoning.py --every-method > benchmarks/results/poisoning/every-method.md
+
 The package imports nothing from here; the tests import the lying client
 (:func:`lying_client`, and :func:`lying_app`, the same lie as a Flower ClientApp).
 """
@@ -40,6 +54,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -53,11 +68,14 @@ from flwr.clientapp import ClientApp  # noqa: E402
 
 from fedcluster.client.app import build_client_app  # noqa: E402
 from fedcluster.client.respond import respond  # noqa: E402
+from fedcluster.config import RunConfig  # noqa: E402
 from fedcluster.data import load_dataset, partition_indices  # noqa: E402
 from fedcluster.federation.memory import InMemoryFederation  # noqa: E402
 from fedcluster.messages import ClientSummary  # noqa: E402
+from fedcluster.methods import METHODS, build_strategy  # noqa: E402
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans  # noqa: E402
 from fedcluster.metrics import centre_distance  # noqa: E402
+from fedcluster.options import RoundOptions  # noqa: E402
 from fedcluster.protocol import decode_reply, make_reply, reply_sampling_key  # noqa: E402
 
 CLIENTS = 10
@@ -203,11 +221,166 @@ def table(results: list[dict], start: str) -> str:
     return "\n".join(lines)
 
 
+# -- issue 24: every method, every lie ------------------------------------------------------
+
+#: The lies of issue 24's table, by name: what the liar's every reply carries.
+LIES = {
+    "centroids 1e99": "all its local centroids at 1e99 (inside the +-1e100 value bound)",
+    "centroids 1e7": "all its local centroids at 1e7 (S1 lies in [0, 1e6])",
+    "counts x1e9": "row count, counts and fuzzy weights x1e9, its first centroid at (5e6, 5e6)",
+    "radii x1e99": "FeCA radii x1e99",
+    "bounds 1e99": "random start: bounds -1e99 .. +1e99",
+}
+#: (clients, liars) of each column.
+LIAR_SETS = ((5, 1), (10, 1), (10, 2), (10, 3))
+#: Every method but DeepFeCA (see the module docstring).
+EVERY_METHOD = tuple(name for name in METHODS if name != "deepfeca")
+
+
+def told(summary: ClientSummary, request, node_config) -> ClientSummary:
+    """A responder's honest reply altered by the issue-24 lie ``node_config['lie24']``.
+
+    A lie alters only the fields it names; a reply without them goes out as it
+    is (the lie then changes nothing, which :func:`every_method_run` reports).
+    """
+    lie24 = node_config["lie24"]
+    change: dict = {}
+    if lie24 in ("centroids 1e99", "centroids 1e7") and summary.centroids is not None:
+        change["centroids"] = np.full_like(summary.centroids, float(lie24.split()[1]))
+    elif lie24 == "counts x1e9":
+        change["n"] = int(summary.n) * 10**9
+        for name in ("counts", "weights"):
+            if getattr(summary, name) is not None:
+                change[name] = np.asarray(getattr(summary, name), dtype=np.float64) * 1e9
+        if summary.centroids is not None and len(summary.centroids):
+            moved = np.array(summary.centroids, dtype=np.float64)
+            moved[0] = 5e6
+            change["centroids"] = moved
+    elif lie24 == "radii x1e99" and summary.radii is not None:
+        change["radii"] = np.asarray(summary.radii, dtype=np.float64) * 1e99
+    elif lie24 == "bounds 1e99" and summary.low is not None:
+        change["low"] = np.full_like(summary.low, -1e99)
+        change["high"] = np.full_like(summary.high, 1e99)
+    if change:
+        node_config["lied"] = True
+    return dataclasses.replace(summary, **change)
+
+
+def told_mod(lie24: str, liars: int = 1):
+    """A Flower client mod: the simulated clients of partition id below ``liars`` tell ``lie24``.
+
+    The real ClientApp answers; the mod alters the decoded summary by
+    :func:`told` and encodes it again (the tests run it in a Ray simulation).
+    """
+
+    def mod(msg, context, call_next):
+        reply = call_next(msg, context)
+        if reply.has_error() or int(context.node_config.get("partition-id", liars)) >= liars:
+            return reply
+        summary = told(decode_reply(reply.content), None, {"lie24": lie24})
+        return make_reply(msg, summary, sampling_key=reply_sampling_key(reply.content))
+
+    return mod
+
+
+def every_method_run(X: np.ndarray, parts: list[np.ndarray], method: str, lie24: str,
+                     liars: int) -> dict:
+    """One run of ``method`` at its defaults, the first ``liars`` clients telling ``lie24``.
+
+    ``bounds 1e99`` (and its clean baseline, ``liars`` 0) runs with the random
+    start, the only start that asks for bounds, on the methods that take
+    ``init``; the other lies with each method's default start.
+    """
+    mapping = {"algorithm": method, "k": K, "seed": 0}
+    if lie24 == "bounds 1e99":
+        mapping["init"] = "random"
+    configs = [{"lie24": lie24} if i < liars else {} for i in range(len(parts))]
+    federation = InMemoryFederation([X[p] for p in parts], node_configs=configs)
+    for i in range(liars):  # the real client, with its session (the stateful methods need it)
+        federation.responders[i] = lambda X, r, c, i=i: told(
+            respond(X, r, c, federation.sessions[i], i), r, c)
+    started = time.perf_counter()
+    try:
+        result = build_strategy(RunConfig.from_mapping(mapping)).fit(federation)
+    except Exception as exc:  # noqa: BLE001 - a failed run is a figure too
+        return {"method": method, "lie": lie24, "clients": len(parts), "liars": liars,
+                "error": f"{type(exc).__name__}: {exc}"}
+    C = result.centroids
+    d2 = np.min([((X - c) ** 2).sum(axis=1) for c in C], axis=0)
+    return {"method": method, "lie": lie24, "clients": len(parts), "liars": liars, "error": "",
+            "lied": any(c.get("lied") for c in federation.node_configs),
+            "pooled_sse": float(d2.sum()), "true_score": float(d2.mean()),
+            "reported_score": float(result.score), "n_points": int(result.n_points),
+            "wall_s": round(time.perf_counter() - started, 2)}
+
+
+def random_start(method: str) -> bool:
+    return issubclass(METHODS[method].strategy.Options, RoundOptions)
+
+
+def every_method(X: np.ndarray, json_path: str | None) -> None:
+    """Issue 24's table: every method x lie x liar set (see the module docstring)."""
+    splits = {n: partition_indices(len(X), n, "iid", seed=0) for n in {c for c, _ in LIAR_SETS}}
+    runs = []
+    for method in EVERY_METHOD:
+        for lie24 in LIES:
+            if lie24 == "bounds 1e99" and not random_start(method):
+                continue
+            for clients in splits:
+                runs.append(every_method_run(X, splits[clients], method, lie24, 0))
+                base = runs[-1]
+                for n, liars in LIAR_SETS:
+                    if n != clients:
+                        continue
+                    runs.append(every_method_run(X, splits[clients], method, lie24, liars))
+                    run = runs[-1]
+                    run["clean_sse"] = base.get("pooled_sse", math.nan)
+                    print(f"{method:9s} {lie24:15s} {liars}/{clients} "
+                          + (run["error"] or f"ratio {run['pooled_sse'] / run['clean_sse']:.3g} "
+                             f"reported {run['reported_score']:.4g} true {run['true_score']:.4g} "
+                             f"n {run['n_points']} lied {run['lied']} ({run['wall_s']} s)"),
+                          file=sys.stderr, flush=True)
+    print("Pooled SSE / clean run; reported score's relative error to the true pooled score. "
+          "S1, IID, k = 15, every method at its defaults (bounds 1e99: random start), "
+          "the first clients lying from their first reply. '-': the method's replies carry no "
+          "field the lie alters.")
+    print()
+    heads = [f"{liars} of {clients}" for clients, liars in LIAR_SETS]
+    print("| method | lie | " + " | ".join(heads) + " |")
+    print("|---" * (len(heads) + 2) + "|")
+    for method in EVERY_METHOD:
+        for lie24 in LIES:
+            cells = []
+            for clients, liars in LIAR_SETS:
+                found = [r for r in runs if (r["method"], r["lie"], r["clients"], r["liars"])
+                         == (method, lie24, clients, liars)]
+                if not found:
+                    continue
+                r = found[0]
+                if r["error"]:
+                    cells.append("failed: " + r["error"][:60].replace("|", "/"))
+                elif not r["lied"]:
+                    cells.append("-")
+                else:
+                    error = abs(r["reported_score"] - r["true_score"]) / r["true_score"]
+                    cells.append(f"{r['pooled_sse'] / r['clean_sse']:.3g} / {error:.3g}")
+            if cells:
+                print(f"| {method} | {lie24} | " + " | ".join(cells) + " |")
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(runs, f, indent=1)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write every run's figures to this file")
+    parser.add_argument("--every-method", action="store_true",
+                        help="issue 24's table: every method and lie (see the module docstring)")
     args = parser.parse_args(argv)
     logging.getLogger("flwr").setLevel(logging.WARNING)
+    if args.every_method:
+        every_method(load_dataset("s1").X, args.json)
+        return 0
     data = load_dataset("s1")
     global TRUE_CENTRES
     TRUE_CENTRES = data.true_centers

@@ -137,6 +137,7 @@ class FederatedKMeans:
                  clients_per_round: int = _DEFAULT["clients_per_round"],
                  min_cluster_size: int = _DEFAULT["min_cluster_size"],
                  min_answer_fraction: float = _DEFAULT["min_answer_fraction"],
+                 trust_clients: bool = _DEFAULT["trust_clients"],
                  chunk_size: int = _DEFAULT["chunk_size"], device: str = _DEFAULT["device"],
                  dp: str = _DEFAULT["dp"], dp_epsilon: float = _DEFAULT["dp_epsilon"],
                  dp_delta: float = _DEFAULT["dp_delta"],

@@ -102,6 +102,12 @@ class Options(BaseModel):
     min_answer_fraction: float = Field(
         0.5, gt=0.0, le=1.0, description="share of the clients asked in a round that must answer "
         "usably; below it the run fails")
+    trust_clients: bool = Field(
+        False, description="trust every client's declared figures: count each client's rows as "
+        "declared in the score and n_points, and keep a client whose spread is 100 x the median "
+        "of the others' in the start (by default such a client, or one declaring over 100 x the "
+        "median client's rows, is named in the log; the first is kept out of the start, the "
+        "second counted as the median client in the score)")
     min_cluster_size: int = Field(
         2, ge=2, description="privacy floor p: no message leaving a client holds a centroid, sum "
         "or radius of fewer points (Garst's privacy threshold; --privacy-threshold is an alias)")

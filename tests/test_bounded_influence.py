@@ -168,6 +168,7 @@ def spread_warnings(records):
 
 @pytest.mark.parametrize("init", ["local-kmeans", "explicit"])
 def test_a_client_in_other_units_is_named_once(tmp_path, s1, flwr_log, init):
+    """DWF's rounds name it once; the local-k-means start leaves it out and says so, once."""
     parts = iid_parts(s1, 8)
     parts[3] = parts[3] * 1e6
     federation = InMemoryFederation(parts)
@@ -177,9 +178,15 @@ def test_a_client_in_other_units_is_named_once(tmp_path, s1, flwr_log, init):
     WeightedFederatedKMeans(15, init=init, tol=0.0, num_server_rounds=3, n_init=2).fit(federation)
     [line] = spread_warnings(flwr_log)  # once per node and run, over rounds and restarts
     assert "node 3: feature " in line
-    assert line.startswith("init: " if init == "local-kmeans" else "round 1: ")
+    assert line.startswith("round 1: ")
     ratio = float(line.split(" spread ")[1].split(" x ")[0])
     assert ratio > 1e5
+    left_out = [line for line in messages(flwr_log).splitlines() if "kept out of the start" in line]
+    if init == "local-kmeans":  # once per restart
+        assert [line.split(": feature")[0] for line in left_out] == \
+            ["init (local k-means): rejected node 3"] * 2
+    else:
+        assert left_out == []
 
 
 @pytest.mark.parametrize("split", ["iid", "kmeans-noniid"])

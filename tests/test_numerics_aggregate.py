@@ -139,7 +139,8 @@ def test_momentum_update_shape_check():
 
 # -- bounded influence: share cap, trimmed mean, median, spread check ----------------
 
-from fedcluster.methods.dwf.kernels import cap_client_shares, robust_centroid_aggregate, spread_outliers
+from fedcluster.methods.dwf.kernels import cap_client_shares, robust_centroid_aggregate
+from fedcluster.numerics.outliers import spread_outliers
 
 
 def test_cap_clips_the_dominant_client_to_the_share_by_hand():

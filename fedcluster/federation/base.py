@@ -100,7 +100,11 @@ class Exchange(Generic[T]):
         replies in this order gives the same floating-point result wherever it
         runs.
         """
-        return sorted(self.accepted.values(), key=_content_key)
+        return [summary for _, summary in self.by_content()]
+
+    def by_content(self) -> list[tuple[int, T]]:
+        """(node, reply) pairs of the accepted replies, in :meth:`in_content_order`'s order."""
+        return sorted(self.accepted.items(), key=lambda pair: _content_key(pair[1]))
 
 
 def _content_key(summary: ClientSummary) -> tuple:

@@ -25,6 +25,7 @@ import numpy as np
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import DETAIL, counted, log
 from ..messages import BOUNDS, EVALUATE, ClientSummary, ProtocolError, Request, validate_reply
+from ..numerics.outliers import ROW_CAP_MULTIPLE, declared_row_factors
 from ..options import Options, changed_settings, setting_defaults
 from ..privacy.kinds import DIMENSION
 from ..results import RoundRecord, RunResult
@@ -445,6 +446,32 @@ class ClusteringStrategy:
         self.sampling_keys = node_map(state, "sampling-keys")
 
     # -- the final score -------------------------------------------------------
+    def believed(self, exchange: Exchange[ClientSummary], what: str = ""
+                 ) -> tuple[list[ClientSummary], np.ndarray]:
+        """The accepted replies in content order and the share of each one's rows the score believes.
+
+        :func:`~fedcluster.numerics.outliers.declared_row_factors`: a client
+        declaring over 100 times the median client's rows is counted as the
+        median client (factor below 1); everybody else as declared (exactly
+        1.0). With ``trust_clients`` every factor is 1. ``what`` names the
+        step in the WARNING that names each such client (none: no log, as in
+        a round's history score, so a liar is named once per restart).
+        """
+        pairs = exchange.by_content()
+        summaries = [summary for _, summary in pairs]
+        if self.trust_clients:
+            return summaries, np.ones(len(summaries))
+        factors = declared_row_factors([s.n for s in summaries])
+        if what:
+            for (node, summary), factor in zip(pairs, factors):
+                if factor < 1.0:
+                    median = round(summary.n * factor)  # what an outlier is counted as
+                    log(WARNING, "%s: node %d declares %d rows, over %g x the median client's "
+                        "%d: counted as %d in the score and n_points (--trust-clients counts "
+                        "them as declared)", what, node, summary.n, ROW_CAP_MULTIPLE, median,
+                        median)
+        return summaries, factors
+
     def score_restart(self, federation: Federation, centroids: np.ndarray, restart: int,
                       rounds: int, converged: bool) -> RunResult | None:
         """Score a restart's centroids over all connected clients (None if nobody answers).
@@ -452,29 +479,36 @@ class ClusteringStrategy:
         Each client sends its counts per cluster and its sum of squared
         distances to the centroids; the score is the exact one (all clients'
         sum over their total number of points) or the paper's client mean.
+        The exact score, ``n_points`` and ``counts`` count each client's rows
+        as :meth:`believed` says (a client declaring 100 x the median
+        client's rows as the median client): one client's declared counts
+        cannot make the model look better than one typical client can. The
+        client mean needs no cap: each client has weight 1 / m in it.
         """
         private = getattr(self, "private", None)
         if private is not None:  # secure totals, or no score under DP
             return private.result(self, federation, centroids, restart, rounds, converged)
         k = len(centroids)
+        what = f"score (round {rounds})"
         exchange = self.exchange(
             federation, EVALUATE, self.connected_nodes(federation),
             {"chunk-size": self.chunk_size, "device": self.device},
             lambda s: validate_reply(s, k=k, expect=("counts", "sse"), all_counted=True),
-            centroids=np.ascontiguousarray(centroids), what=f"score (round {rounds})",
+            centroids=np.ascontiguousarray(centroids), what=what,
         )
-        summaries = exchange.in_content_order()
-        exact = exact_score(summaries)
+        summaries, factors = self.believed(exchange, what)
+        exact = exact_score(summaries, factors)
         client_mean = float(np.mean([s.sse / s.n for s in summaries]))
         score = exact if self.score == "exact" else client_mean
-        n_points = sum(s.n for s in summaries)
+        n_points = round(sum(f * s.n for s, f in zip(summaries, factors)))
         log(INFO, "restart %d: score %.6g over %s from %s", restart, score,
             counted(n_points, "point"), counted(len(summaries), "client"))
         return RunResult(
             algorithm=self.algorithm,
             settings=dict(self.settings),
             centroids=np.array(centroids, dtype=np.float64),
-            counts=np.sum([s.counts for s in summaries], axis=0).astype(np.float64),
+            counts=np.sum([f * s.counts for s, f in zip(summaries, factors)],
+                          axis=0).astype(np.float64),
             score=float(score),
             n_points=int(n_points),
             rounds=rounds,
@@ -483,10 +517,18 @@ class ClusteringStrategy:
         )
 
 
-def exact_score(summaries: Iterable[ClientSummary]) -> float:
-    """Sum of the clients' squared distances over their total number of points."""
+def exact_score(summaries: Iterable[ClientSummary], factors: Iterable[float] | None = None
+                ) -> float:
+    """Sum of the clients' squared distances over their total number of points.
+
+    ``factors``: the share of each client's rows (and so of its squared
+    distances) to count (:meth:`ClusteringStrategy.believed`); all of them
+    when None. A factor of exactly 1.0 leaves every sum as it was.
+    """
     summaries = list(summaries)
-    return float(sum(s.sse for s in summaries) / sum(s.n for s in summaries))
+    factors = [1.0] * len(summaries) if factors is None else list(factors)
+    return float(sum(f * s.sse for s, f in zip(summaries, factors))
+                 / sum(f * s.n for s, f in zip(summaries, factors)))
 
 
 def round_record(restart: int, round_: int, phase: str, movement: float, score: float,

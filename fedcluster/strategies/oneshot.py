@@ -4,7 +4,10 @@ Every connected client gets one request and answers once; the server combines
 the answers into the global centroids. Subclasses say what they ask
 (:meth:`OneShotStrategy.request`) and how they combine the answers
 (:meth:`OneShotStrategy.combine`); :meth:`OneShotStrategy.run_restart` does
-both once and logs that the method is one-shot.
+both once and logs that the method is one-shot. Their one step is their start:
+a client whose spread is 100 x the others' is left out of it as the starts of
+the round-based methods leave it out
+(:func:`~.initialisation.keep_out_spread_outliers`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from ..messages import ClientSummary
 from ..results import RoundRecord
 from .base import ClusteringStrategy, round_record
 from .progress import Progress
-from .initialisation import keep_common_dimension
+from .initialisation import keep_common_dimension, keep_out_spread_outliers
 
 
 class OneShotStrategy(ClusteringStrategy):
@@ -48,6 +51,7 @@ class OneShotStrategy(ClusteringStrategy):
         exchange = self.exchange(federation, kind, self.connected_nodes(federation), settings,
                                  validate, what=what)
         keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
+        keep_out_spread_outliers(self, exchange, what)  # its one step is its start
         centroids = self.combine(exchange, what)
         history.append(round_record(restart, 1, "train", math.nan, math.nan, exchange))
         if centroids is None:

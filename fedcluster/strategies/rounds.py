@@ -133,9 +133,9 @@ class RoundBasedStrategy(ClusteringStrategy):
             lambda s: self.validate_train_reply(s, k, dim), centroids=np.ascontiguousarray(current),
             what=f"round {t}")
         self.checked(exchange, f"round {t}")
-        summaries = exchange.in_content_order()
+        summaries, factors = self.believed(exchange)  # the history's score: capped as the final one
         new = self.aggregate(current, summaries)
-        score = (exact_score(summaries) if all(not math.isnan(s.sse) for s in summaries)
+        score = (exact_score(summaries, factors) if all(not math.isnan(s.sse) for s in summaries)
                  else math.nan)
         return new, self.movement(new, current), score, exchange
 

@@ -1,20 +1,19 @@
 """DWF/EWF server kernels beyond the paper's weighted mean (eq. 3-5).
 
-Three opt-in safeguards against careless or hostile clients (none of them is
-in the paper; each leaves the default aggregation untouched):
+Two opt-in safeguards against careless or hostile clients (neither is in the
+paper; each leaves the default aggregation untouched):
 
 * :func:`cap_client_shares` clips each client's weight so that no client holds
   more than a given share of a cluster's total weight;
 * :func:`robust_centroid_aggregate` replaces the weighted mean by a
-  coordinate-wise trimmed mean or median over the clients that hold the cluster;
-* :func:`spread_outliers` finds a client whose per-feature spread differs from
-  the other clients' by orders of magnitude (data in other units), from the
-  local centroids and counts the replies carry anyway.
+  coordinate-wise trimmed mean or median over the clients that hold the cluster.
+
+The spread check that names a client in other units is
+:func:`fedcluster.numerics.outliers.spread_outliers` (the starts use it too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -159,97 +158,3 @@ def robust_centroid_aggregate(local_centroids: Any, counts: Any, *, method: str,
     keep = (rank >= cut[None, :]) & (rank < (n_use - cut)[None, :])
     kept = (n_use - 2 * cut).astype(xp.float64)
     return xp.sum(xp.where(keep[:, :, None], ordered, 0.0), axis=0) / kept[:, None]
-
-
-def spread_outliers(
-    local_centroids: Sequence[np.ndarray],
-    counts: Sequence[np.ndarray],
-    *,
-    ratio: float = 100.0,
-    floor: float = 0.1,
-) -> list[tuple[int, int, float]]:
-    """Clients whose per-feature spread is ``ratio`` times the other clients' or more.
-
-    A client's spread in feature f is the count-weighted root mean square
-    distance of its centroids from a common centre, ``sqrt(sum_j n_ij (c_ijf -
-    z_f)^2 / sum_j n_ij)``, where ``z`` is the per-feature median over the
-    clients of their count-weighted centroid means. It is the spread of the
-    client's data (coarsened to its centroids) around the federation's centre,
-    computed from the local centroids and counts the replies carry (a Lloyd
-    round's or a local k-means'), so it reveals no row. A client whose data is
-    in other units (x 1e3, x 1e6) or far from everybody else's has a spread
-    that many times the others'. Each client is compared with the median of
-    the other clients' spreads in that feature, floored at ``floor`` times the
-    median of the others' spreads over all features (root mean square), so
-    that a nearly constant feature (an image's border pixel, a rare one-hot
-    category) is not flagged for a few non-zero values: with features of one
-    range, an honest client's ratio stays below about ``1 / floor`` times that
-    range over the typical spread. The price: in a feature whose spread is far
-    below the other features' (mixed scales), a client is flagged only when it
-    exceeds ``ratio * floor`` times the typical overall spread. A spread many
-    times *smaller* than the others' is not flagged: a client whose rows all
-    sit near the centre looks so too.
-
-    On honest federations the largest ratio seen was 3 on S1 and S4 (IID,
-    Dirichlet 0.1, k-means non-IID, half-IID; 10 and 50 clients), 5 on the
-    DWF paper's blobs, 40 on digits and 39 on MNIST (k-means non-IID, the most
-    skewed split); data times 1e6 gives about 2e6.
-
-    Parameters
-    ----------
-    local_centroids : sequence of arrays of shape (k_i, n_features)
-        Each client's local centroids (the number may differ between clients).
-    counts : sequence of arrays of shape (k_i,)
-        Each client's points per centroid; clients with no counted point are
-        left out.
-    ratio : float
-        How many times the others' spread flags a client.
-    floor : float
-        Relative floor of the others' per-feature spread (see above).
-
-    Returns
-    -------
-    list of (client index, feature, ratio)
-        One entry per flagged client, for its feature with the largest ratio.
-        Empty with fewer than three clients: with two, neither can be blamed.
-    """
-    means, totals = [], []
-    for centroids, weights in zip(local_centroids, counts):
-        centroids = np.asarray(centroids, dtype=np.float64)
-        weights = np.asarray(weights, dtype=np.float64)
-        total = float(weights.sum())
-        totals.append(total)
-        means.append(weights @ centroids / total if total > 0 else None)
-    usable = [i for i, mean in enumerate(means) if mean is not None]
-    if len(usable) < 3:
-        return []
-    centre = np.median(np.stack([means[i] for i in usable]), axis=0)
-    spreads = np.stack([
-        np.sqrt(np.asarray(counts[i], dtype=np.float64)
-                @ (np.asarray(local_centroids[i], dtype=np.float64) - centre) ** 2 / totals[i])
-        for i in usable
-    ])
-    overall = np.sqrt(np.mean(spreads ** 2, axis=1, keepdims=True))
-    reference = np.maximum(_median_of_the_others(spreads), floor * _median_of_the_others(overall))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where(reference > 0, spreads / np.where(reference > 0, reference, 1.0), 0.0)
-    flagged = []
-    for row, i in enumerate(usable):
-        feature = int(np.argmax(ratios[row]))
-        if ratios[row, feature] >= ratio:
-            flagged.append((i, feature, float(ratios[row, feature])))
-    return flagged
-
-
-def _median_of_the_others(values: np.ndarray) -> np.ndarray:
-    """Row i: the per-column median of every row but i, exactly, from one sort (m >= 2)."""
-    m = values.shape[0]
-    order = np.argsort(values, axis=0, kind="stable")
-    ordered = np.take_along_axis(values, order, axis=0)
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.broadcast_to(np.arange(m)[:, None], order.shape), axis=0)
-
-    def remaining(q: int) -> np.ndarray:  # the q-th smallest once row i is left out
-        return np.where(q < rank, ordered[q][None, :], ordered[min(q + 1, m - 1)][None, :])
-
-    return (remaining((m - 2) // 2) + remaining((m - 1) // 2)) / 2

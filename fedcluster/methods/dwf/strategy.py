@@ -44,22 +44,27 @@ momentum apply after it, unchanged (momentum carries a past aggregate's
 displacement into later rounds, decaying by ``momentum`` per round).
 
 What the options do not cover (measured in ``BENCHMARKS.md``, "Poisoned
-clients"): the start and the score. The local-k-means start clusters every
-client's local centroids weighted by counts, so data in other units or a far
-mass of points takes centroids of its own there; their only holder is that
-client, and no per-cluster aggregate takes them back. The federated score sums
-what every client declares. And the cap alone does not stop a client that
-sends far centroids: the first round moves each centroid ``share`` of the way,
-the honest points leave it, and the liar, now its only holder, takes it; the
-trimmed mean and the median ignore it.
+clients"): the start. The local-k-means start clusters every client's local
+centroids weighted by counts, so a far mass of points that does not raise its
+client's spread 100-fold takes centroids of its own there; their only holder
+is that client, and no per-cluster aggregate takes them back. (A client whose
+spread is 100 x the others' is kept out of the start by default:
+:func:`~fedcluster.strategies.initialisation.keep_out_spread_outliers`; the
+federated score counts a client declaring over 100 x the median client's rows
+as the median client: :meth:`~fedcluster.strategies.ClusteringStrategy.believed`.)
+And the cap alone does not stop a client that sends far centroids: the first
+round moves each centroid ``share`` of the way, the honest points leave it,
+and the liar, now its only holder, takes it; the trimmed mean and the median
+ignore it.
 
 Whatever the options, the server warns once per node and run (Flower's log,
 WARNING) when one client's per-feature spread is 100 times the median of the
-other clients' or more (:func:`~fedcluster.numerics.aggregate.spread_outliers`,
+other clients' or more (:func:`~fedcluster.numerics.outliers.spread_outliers`,
 from the local centroids and counts of the initialisation's local k-means and
 of every round; no row leaves a client): "node N: feature F spread R x the
 median of the other clients': is its data in other units?". The warning
-changes nothing in the aggregation.
+changes nothing in the rounds' aggregation; a client the start left out is
+named there as a rejected node, and again here at its first round.
 """
 
 from __future__ import annotations
@@ -68,7 +73,8 @@ from logging import WARNING
 import numpy as np
 
 from ...numerics import momentum_update, weighted_centroid_mean
-from .kernels import cap_client_shares, robust_centroid_aggregate, spread_outliers
+from ...numerics.outliers import SPREAD_RATIO, spread_outliers
+from .kernels import cap_client_shares, robust_centroid_aggregate
 from ...federation.base import Exchange
 from ...logs import log
 from ...messages import ClientSummary
@@ -78,8 +84,6 @@ from ...strategies.rounds import RoundBasedStrategy
 from .client import LLOYD
 from .options import DWFOptions
 
-#: A client's per-feature spread this many times the other clients' median is warned about.
-SPREAD_WARNING_RATIO = 100.0
 
 
 class WeightedFederatedKMeans(RoundBasedStrategy):
@@ -128,7 +132,7 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
         """Warn (once per node and run) about a client whose spread is 100 x the others' or more.
 
         Uses the local centroids and counts of the accepted replies (see
-        :func:`~fedcluster.numerics.aggregate.spread_outliers`); replies
+        :func:`~fedcluster.numerics.outliers.spread_outliers`); replies
         without them (a random start's bounds) are skipped.
         """
         nodes = [n for n, s in exchange.accepted.items()
@@ -137,7 +141,7 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
             return
         summaries = [exchange.accepted[n] for n in nodes]
         flagged = spread_outliers([s.centroids for s in summaries], [s.counts for s in summaries],
-                                  ratio=SPREAD_WARNING_RATIO)
+                                  ratio=SPREAD_RATIO)
         for index, feature, ratio in flagged:
             node = nodes[index]
             if node in self.spread_warned:
