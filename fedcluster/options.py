@@ -105,7 +105,7 @@ class Options(BaseModel):
     trust_clients: bool = Field(
         False, description="trust every client's declared figures: count each client's rows as "
         "declared in the score and n_points, and keep a client whose spread is 100 x the median "
-        "of the others' in the start (by default such a client, or one declaring over 100 x the "
+        "of the others' in the start (by default such a client, or one declaring over 1000 x the "
         "median client's rows, is named in the log; the first is kept out of the start, the "
         "second counted as the median client in the score)")
     min_cluster_size: int = Field(

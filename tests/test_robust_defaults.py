@@ -63,7 +63,7 @@ def test_a_client_declaring_1e9_times_its_rows_cannot_falsify_the_score(s1, flwr
     assert result.n_points == 5000
     assert abs(result.score - truth) / truth < 0.5
     assert result.counts.sum() == pytest.approx(5000)
-    assert ("node 0 declares 1000000000000 rows, over 100 x the median client's 1000: counted as "
+    assert ("node 0 declares 1000000000000 rows, over 1000 x the median client's 1000: counted as "
             "1000 in the score") in messages(flwr_log)
     assert "rejected node" not in messages(flwr_log)
 

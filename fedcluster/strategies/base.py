@@ -451,7 +451,7 @@ class ClusteringStrategy:
         """The accepted replies in content order and the share of each one's rows the score believes.
 
         :func:`~fedcluster.numerics.outliers.declared_row_factors`: a client
-        declaring over 100 times the median client's rows is counted as the
+        declaring over 1000 times the median client's rows is counted as the
         median client (factor below 1); everybody else as declared (exactly
         1.0). With ``trust_clients`` every factor is 1. ``what`` names the
         step in the WARNING that names each such client (none: no log, as in
@@ -480,7 +480,7 @@ class ClusteringStrategy:
         distances to the centroids; the score is the exact one (all clients'
         sum over their total number of points) or the paper's client mean.
         The exact score, ``n_points`` and ``counts`` count each client's rows
-        as :meth:`believed` says (a client declaring 100 x the median
+        as :meth:`believed` says (a client declaring 1000 x the median
         client's rows as the median client): one client's declared counts
         cannot make the model look better than one typical client can. The
         client mean needs no cap: each client has weight 1 / m in it.

@@ -50,7 +50,7 @@ client's spread 100-fold takes centroids of its own there; their only holder
 is that client, and no per-cluster aggregate takes them back. (A client whose
 spread is 100 x the others' is kept out of the start by default:
 :func:`~fedcluster.strategies.initialisation.keep_out_spread_outliers`; the
-federated score counts a client declaring over 100 x the median client's rows
+federated score counts a client declaring over 1000 x the median client's rows
 as the median client: :meth:`~fedcluster.strategies.ClusteringStrategy.believed`.)
 And the cap alone does not stop a client that sends far centroids: the first
 round moves each centroid ``share`` of the way, the honest points leave it,
