@@ -363,8 +363,9 @@ def auto_graph(parties: int, fraction: float) -> tuple[int, int]:
     """The smallest even degree ``d`` and its threshold ``t`` that meet Bell et al.'s conditions.
 
     Bell, Bonawitz, Gascon, Lepoint & Raykova, "Secure single-server
-    aggregation with (poly)logarithmic overhead" (CCS 2020), section 3: the
-    semi-honest SecAgg+ is secure and correct on a graph of ``m`` clients if,
+    aggregation with (poly)logarithmic overhead" (CCS 2020; IACR ePrint
+    2020/704), the conditions of their semi-honest analysis: SecAgg+ is secure
+    and correct on a graph of ``m`` clients if,
     with ``C = floor(gamma m)`` corrupt and ``D = floor(delta m)`` dropped
     clients placed independently of the graph (:data:`CORRUPT_FRACTION` and
     the other parameters above),
