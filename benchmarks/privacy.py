@@ -2,7 +2,7 @@
 
     python benchmarks/privacy.py                  # S1 and S2, IID and Dirichlet 0.3 (a few minutes)
     python benchmarks/privacy.py --datasets s1 --seeds 3 --distributed-seeds 2
-    python benchmarks/privacy.py --secagg-cost 10,50,200,1000 --rounds 1   # default vs SecAgg
+    python benchmarks/privacy.py --secagg-cost 10,50,200,1000 --full-up-to 50   # default vs SecAgg
     python benchmarks/privacy.py --datasets mnist --rows 10000 --seeds 2 --json out.json
     python benchmarks/privacy.py --table results/privacy/*.json   # the table from saved runs
 
@@ -25,12 +25,12 @@ subset (seed 0) of a large set (MNIST). ``--json`` saves every seed's ratio,
 ``--secagg-cost`` instead measures secure aggregation itself: for each
 number of clients and ``secagg-neighbours`` (auto: the default, the degree
 and threshold chosen from the number of participants; 0: SecAgg, every
-pair; d: SecAgg+, d neighbours each), one ``dwf`` run of ``--rounds`` rounds
-on S1's IID split and its final score, all through secure aggregation in
-memory; per aggregation (the run's totals over its aggregations: the
-rounds' sums and the score's counts) it prints the degree and threshold
-used, the CPU seconds of the process (the server's and every client's
-work, beside a round of the same run without secure aggregation), the
+pair; d: SecAgg+, d neighbours each),
+on S1's IID split: one secure aggregation of a ``dwf`` round's sums, counts,
+squared distances and rows (``k (d + 1) + 2`` values) in memory; it prints
+the degree and threshold used, the CPU seconds of the process (the
+server's and every client's work, beside a round of the same ``dwf`` run
+without secure aggregation, ``--rounds`` rounds), the
 bytes of the stage payloads to and from each client (Flower's framing not
 counted) and the request rounds. SecAgg runs only up to ``--full-up-to``
 clients (its cost grows as m^2).
@@ -103,17 +103,30 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode) -> np.ndarray:
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids
 
 
-def secagg_cost(parts, k, bounds, neighbours, rounds):
-    """The :class:`~fedcluster.privacy.server.SecAggCost` of one secure ``dwf`` run (seed 0)."""
+def secagg_cost(parts, k, bounds, neighbours):
+    """The :class:`~fedcluster.privacy.server.SecAggCost` of one secure aggregation of a ``dwf``
+    round's sums, counts, squared distances and rows (seed 0), as a private round asks it."""
     from fedcluster.config import RunConfig
     from fedcluster.federation.memory import InMemoryFederation
     from fedcluster.methods import build_strategy
+    from fedcluster.messages import Request
+    from fedcluster.privacy.checks import TotalCheck
+    from fedcluster.privacy.kinds import SUMS
+    from fedcluster.privacy.server import SecAggCost, secure_sum
 
     strategy = build_strategy(RunConfig.from_mapping({
-        "k": k, "seed": 0, "init": "random", "data-bounds": bounds, "tol": 0.0,
-        "num-server-rounds": rounds, "secure-aggregation": True, "secagg-neighbours": neighbours}))
-    strategy.fit(InMemoryFederation(parts))
-    return strategy.private.cost
+        "k": k, "seed": 0, "init": "random", "data-bounds": bounds,
+        "secure-aggregation": True, "secagg-neighbours": neighbours}))
+    pooled = np.concatenate(parts)
+    centroids = pooled[np.random.default_rng(0).choice(len(pooled), k, replace=False)]
+    inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                           "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
+    fields = ("sums", "counts", "sse", "n")
+    cost = SecAggCost()
+    secure_sum(strategy, InMemoryFederation(parts), list(range(len(parts))), inner, fields,
+               k * pooled.shape[1] + k + 2, what="cost", cost=cost,
+               verify=TotalCheck(fields, k, pooled.shape[1], strategy.options.secagg_fraction_bits))
+    return cost
 
 
 def plain_round_cpu(parts, k, rounds) -> float:
@@ -150,7 +163,7 @@ def print_secagg_cost(args) -> None:
                 print(f"| {clients} | {label} | {clients - 1}, - | not run (above --full-up-to "
                       f"{args.full_up_to}) | - | - |", flush=True)
                 continue
-            cost = secagg_cost(parts, k, BOUNDS["s1"], neighbours, args.rounds)
+            cost = secagg_cost(parts, k, BOUNDS["s1"], neighbours)
             per = cost.aggregations
             to, back = (cost.bytes_to_clients / per / clients / 1e3,
                         cost.bytes_from_clients / per / clients / 1e3)
