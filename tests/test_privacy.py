@@ -5,7 +5,8 @@ process receives) never holds one client's sums or counts, the total equals
 the plain sum within the fixed-point precision, and a client that drops out
 mid-round leaves a correct total of the others. SecAgg+ (``secagg-neighbours``):
 the same with each client's keys, shares and masks among its neighbours only,
-and a client refuses a neighbourhood or a threshold it cannot accept. DP: the accountant matches a
+and a client refuses a neighbourhood or a threshold it cannot accept; the default degree and
+threshold follow from the number of participants (SecAgg below 20), a user-set degree wins. DP: the accountant matches a
 hand-computed composition of Gaussian mechanisms, the budget stops a run
 cleanly, noise 0 gives the plain method; the noise (OpenDP's discrete Gaussian) is fresh in
 every run, of the calibrated spread, on the fixed-point grid, and cannot be regenerated from
@@ -360,6 +361,24 @@ def test_the_default_is_sparse_above_twenty_and_sums_exactly_even_with_a_dropout
         shares = stage_requests(probe, secagg.SHARE)
         assert all(r.config["neighbours"] == degree and r.config["threshold"] == threshold
                    and len(r.config["pk1"]) == degree + 1 for r in shares.values())
+
+
+def test_a_user_set_degree_wins_and_one_below_the_default_is_logged(flwr_log):
+    X, parts = s1_parts(clients=40)
+    inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                           "dp-client-noise": 0.0, "min-cluster-size": 2}, X[:K] + 0.25)
+    strategy = build_strategy(config(**{"secure-aggregation": True, "secagg-neighbours": 2}))
+    probe = Probe(InMemoryFederation(parts))
+    secure_sum(strategy, probe, list(range(40)), inner, ("counts", "n"), K + 1, what="round 1",
+               verify=check(("counts", "n")))
+    assert all(r.config["neighbours"] == 2 and r.config["threshold"] == 2
+               for r in stage_requests(probe, secagg.SHARE).values())
+    lines = [r.getMessage() for r in flwr_log]
+    assert "round 1: secure aggregation among 40 participants: 2 neighbours each (SecAgg+), " \
+           "threshold 2" in lines
+    degree = secagg.auto_graph(40, 0.5)[0]
+    assert any(line.startswith(f"round 1: secagg-neighbours 2 is below the {degree} neighbours "
+                               "that 40 participants need for 5 % corrupt") for line in lines)
 
 
 def test_a_client_refuses_a_neighbourhood_or_threshold_it_cannot_accept():
