@@ -27,7 +27,7 @@ number of clients and ``secagg-neighbours`` (auto: the default, the degree
 and threshold chosen from the number of participants; 0: SecAgg, every
 pair; d: SecAgg+, d neighbours each),
 on S1's IID split: one secure aggregation of a ``dwf`` round's sums, counts,
-squared distances and rows (``k (d + 1) + 2`` values) in memory; it prints
+squared distances and rows (``k (features + 1) + 2`` values) in memory; it prints
 the degree and threshold used, the CPU seconds of the process (the
 server's and every client's work, beside a round of the same ``dwf`` run
 without secure aggregation, ``--rounds`` rounds), the
@@ -146,6 +146,7 @@ def plain_round_cpu(parts, k, rounds) -> float:
 def print_secagg_cost(args) -> None:
     """The table of ``--secagg-cost``: per aggregation, the default graph beside SecAgg's."""
     from fedcluster.data import load_dataset, partition_indices
+    from fedcluster.privacy.secagg import AUTO
 
     X = load_dataset("s1").X
     k = args.k or K["s1"]
@@ -156,8 +157,8 @@ def print_secagg_cost(args) -> None:
         parts = [X[i] for i in partition_indices(len(X), clients, "iid", seed=0)]
         plain = plain_round_cpu(parts, k, args.rounds)
         for name in args.neighbours.split(","):
-            neighbours = -1 if name == "auto" else int(name)
-            label = "auto (default)" if neighbours == -1 else \
+            neighbours = AUTO if name == "auto" else int(name)
+            label = "auto (default)" if neighbours == AUTO else \
                 "0 (SecAgg)" if neighbours == 0 else str(neighbours)
             if neighbours == 0 and clients > args.full_up_to:
                 print(f"| {clients} | {label} | {clients - 1}, - | not run (above --full-up-to "
@@ -236,7 +237,7 @@ def main(argv=None) -> None:
     parser.add_argument("--neighbours", default="auto,0",
                         help="secagg-neighbours values of --secagg-cost (auto: the default, "
                              "chosen from the number of clients; 0: SecAgg)")
-    parser.add_argument("--full-up-to", type=int, default=200,
+    parser.add_argument("--full-up-to", type=int, default=50,
                         help="--secagg-cost runs SecAgg (neighbours 0) up to this many clients")
     parser.add_argument("--json", default="", help="save each data set's runs (every seed) here; "
                         "with several data sets, one file each: PATH with {data} in it")
