@@ -2,7 +2,7 @@
 
     python benchmarks/privacy.py                  # S1 and S2, IID and Dirichlet 0.3 (a few minutes)
     python benchmarks/privacy.py --datasets s1 --seeds 3 --distributed-seeds 2
-    python benchmarks/privacy.py --secagg-cost 10,30 --neighbours 0,4   # SecAgg vs SecAgg+
+    python benchmarks/privacy.py --secagg-cost 10,50,200,1000 --full-up-to 50   # default vs SecAgg
     python benchmarks/privacy.py --datasets mnist --rows 10000 --seeds 2 --json out.json
     python benchmarks/privacy.py --table results/privacy/*.json   # the table from saved runs
 
@@ -23,12 +23,17 @@ subset (seed 0) of a large set (MNIST). ``--json`` saves every seed's ratio,
 "fedcluster[dp]" diffprivlib``.
 
 ``--secagg-cost`` instead measures secure aggregation itself: for each
-number of clients and ``secagg-neighbours`` (0: SecAgg, every pair; d:
-SecAgg+, d neighbours each), one ``dwf`` run of ``--rounds`` rounds on S1's
-IID split and its final score, all through secure aggregation in memory;
-it prints the bytes of the stage payloads to and from the clients and the
-seconds per aggregation (the run's totals over its aggregations: the
-rounds' sums and the score's counts).
+number of clients and ``secagg-neighbours`` (auto: the default, the degree
+and threshold chosen from the number of participants; 0: SecAgg, every
+pair; d: SecAgg+, d neighbours each),
+on S1's IID split: one secure aggregation of a ``dwf`` round's sums, counts,
+squared distances and rows (``k (features + 1) + 2`` values) in memory; it prints
+the degree and threshold used, the CPU seconds of the process (the
+server's and every client's work, beside a round of the same ``dwf`` run
+without secure aggregation, ``--rounds`` rounds), the
+bytes of the stage payloads to and from each client (Flower's framing not
+counted) and the request rounds. SecAgg runs only up to ``--full-up-to``
+clients (its cost grows as m^2).
 """
 
 from __future__ import annotations
@@ -98,37 +103,76 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode) -> np.ndarray:
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids
 
 
-def secagg_cost(parts, k, bounds, neighbours, rounds):
-    """The :class:`~fedcluster.privacy.server.SecAggCost` of one secure ``dwf`` run (seed 0)."""
+def secagg_cost(parts, k, bounds, neighbours):
+    """The :class:`~fedcluster.privacy.server.SecAggCost` of one secure aggregation of a ``dwf``
+    round's sums, counts, squared distances and rows (seed 0), as a private round asks it."""
+    from fedcluster.config import RunConfig
+    from fedcluster.federation.memory import InMemoryFederation
+    from fedcluster.methods import build_strategy
+    from fedcluster.messages import Request
+    from fedcluster.privacy.checks import TotalCheck
+    from fedcluster.privacy.kinds import SUMS
+    from fedcluster.privacy.server import SecAggCost, secure_sum
+
+    strategy = build_strategy(RunConfig.from_mapping({
+        "k": k, "seed": 0, "init": "random", "data-bounds": bounds,
+        "secure-aggregation": True, "secagg-neighbours": neighbours}))
+    pooled = np.concatenate(parts)
+    centroids = pooled[np.random.default_rng(0).choice(len(pooled), k, replace=False)]
+    inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                           "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
+    fields = ("sums", "counts", "sse", "n")
+    cost = SecAggCost()
+    secure_sum(strategy, InMemoryFederation(parts), list(range(len(parts))), inner, fields,
+               k * pooled.shape[1] + k + 2, what="cost", cost=cost,
+               verify=TotalCheck(fields, k, pooled.shape[1], strategy.options.secagg_fraction_bits))
+    return cost
+
+
+def plain_round_cpu(parts, k, rounds) -> float:
+    """CPU seconds per round of the same ``dwf`` run without secure aggregation (its start and
+    final score included, as one more round each)."""
     from fedcluster.config import RunConfig
     from fedcluster.federation.memory import InMemoryFederation
     from fedcluster.methods import build_strategy
 
     strategy = build_strategy(RunConfig.from_mapping({
-        "k": k, "seed": 0, "init": "random", "data-bounds": bounds, "tol": 0.0,
-        "num-server-rounds": rounds, "secure-aggregation": True, "secagg-neighbours": neighbours}))
+        "k": k, "seed": 0, "init": "random", "tol": 0.0, "num-server-rounds": rounds}))
+    started = time.process_time()
     strategy.fit(InMemoryFederation(parts))
-    return strategy.private.cost
+    return (time.process_time() - started) / (rounds + 2)
 
 
 def print_secagg_cost(args) -> None:
-    """The table of ``--secagg-cost``: bytes and seconds per aggregation, SecAgg beside SecAgg+."""
+    """The table of ``--secagg-cost``: per aggregation, the default graph beside SecAgg's."""
     from fedcluster.data import load_dataset, partition_indices
+    from fedcluster.privacy.secagg import AUTO
 
     X = load_dataset("s1").X
-    print("| clients | secagg-neighbours | kB to clients (each) | kB from clients (each) | "
-          "s per aggregation | s sharing keys | s masking |")
-    print("|---|---|---|---|---|---|---|")
+    k = args.k or K["s1"]
+    print("| clients | secagg-neighbours | degree d, threshold t | CPU s per aggregation "
+          "(x plain round) | kB per client: to + from = total | request rounds |")
+    print("|---|---|---|---|---|---|")
     for clients in (int(c) for c in args.secagg_cost.split(",")):
         parts = [X[i] for i in partition_indices(len(X), clients, "iid", seed=0)]
-        for neighbours in (int(d) for d in args.neighbours.split(",")):
-            cost = secagg_cost(parts, args.k or K["s1"], BOUNDS["s1"], neighbours, args.rounds)
+        plain = plain_round_cpu(parts, k, args.rounds)
+        for name in args.neighbours.split(","):
+            neighbours = AUTO if name == "auto" else int(name)
+            label = "auto (default)" if neighbours == AUTO else \
+                "0 (SecAgg)" if neighbours == 0 else str(neighbours)
+            if neighbours == 0 and clients > args.full_up_to:
+                print(f"| {clients} | {label} | {clients - 1}, - | not run (above --full-up-to "
+                      f"{args.full_up_to}) | - | - |", flush=True)
+                continue
+            cost = secagg_cost(parts, k, BOUNDS["s1"], neighbours)
             per = cost.aggregations
-            stage = {kind.rsplit("_", 1)[-1]: s / per for kind, s in cost.per_stage_seconds.items()}
-            to, back = cost.bytes_to_clients / per / 1e3, cost.bytes_from_clients / per / 1e3
-            print(f"| {clients} | {neighbours} | {to:.0f} ({to / clients:.1f}) | "
-                  f"{back:.0f} ({back / clients:.1f}) | {cost.seconds / per:.2f} | "
-                  f"{stage['share']:.2f} | {stage['masked']:.2f} |", flush=True)
+            to, back = (cost.bytes_to_clients / per / clients / 1e3,
+                        cost.bytes_from_clients / per / clients / 1e3)
+            cpu = cost.cpu_seconds / per
+            _, degree, threshold = cost.graph
+            print(f"| {clients} | {label} | {degree}, {threshold} | {cpu:.2f} ({cpu / plain:.0f} x) "
+                  f"| {to:.1f} + {back:.1f} = {to + back:.1f} | {cost.request_rounds / per:g} |",
+                  flush=True)
 
 
 def shown(values) -> str:
@@ -190,8 +234,11 @@ def main(argv=None) -> None:
     parser.add_argument("--distributed-datasets", default="s1")
     parser.add_argument("--secagg-cost", default="",
                         help="numbers of clients, e.g. 10,30: measure secure aggregation instead")
-    parser.add_argument("--neighbours", default="0,4",
-                        help="secagg-neighbours values of --secagg-cost (0: SecAgg)")
+    parser.add_argument("--neighbours", default="auto,0",
+                        help="secagg-neighbours values of --secagg-cost (auto: the default, "
+                             "chosen from the number of clients; 0: SecAgg)")
+    parser.add_argument("--full-up-to", type=int, default=50,
+                        help="--secagg-cost runs SecAgg (neighbours 0) up to this many clients")
     parser.add_argument("--json", default="", help="save each data set's runs (every seed) here; "
                         "with several data sets, one file each: PATH with {data} in it")
     parser.add_argument("--table", nargs="+", metavar="JSON",

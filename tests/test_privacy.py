@@ -5,7 +5,8 @@ process receives) never holds one client's sums or counts, the total equals
 the plain sum within the fixed-point precision, and a client that drops out
 mid-round leaves a correct total of the others. SecAgg+ (``secagg-neighbours``):
 the same with each client's keys, shares and masks among its neighbours only,
-and a client refuses a neighbourhood or a threshold it cannot accept. DP: the accountant matches a
+and a client refuses a neighbourhood or a threshold it cannot accept; the default degree and
+threshold follow from the number of participants (SecAgg below 20), a user-set degree wins. DP: the accountant matches a
 hand-computed composition of Gaussian mechanisms, the budget stops a run
 cleanly, noise 0 gives the plain method; the noise (OpenDP's discrete Gaussian) is fresh in
 every run, of the calibrated spread, on the fixed-point grid, and cannot be regenerated from
@@ -312,6 +313,72 @@ def test_secagg_plus_survives_dropouts_within_a_neighbourhoods_threshold():
                                         r"inputs, 3 needed"):
         secure_sum(strategy, NeighbourDrop(InMemoryFederation(parts), 3), list(range(10)), inner,
                    ("counts", "n"), K + 1, what="round 1", verify=check(("counts", "n")))
+
+
+def test_the_default_degree_follows_the_number_of_participants():
+    """SecAgg's complete graph below 20 participants, then O(log m) neighbours with the threshold
+    Bell et al.'s conditions give (5 % corrupt, 5 % dropped, 2^-40); a user-set count wins."""
+    for m in (2, 5, 10, 19):
+        assert secagg.graph_rule(secagg.AUTO, m, 0.5) == (m - 1, secagg.threshold_for(0.5, m))
+    expected = {20: (4, 3), 50: (6, 4), 100: (12, 7), 200: (22, 12), 1000: (34, 18),
+                10_000: (38, 21)}
+    for m, rule in expected.items():
+        assert secagg.graph_rule(secagg.AUTO, m, 0.5) == rule
+    # At 20: one corrupt and one dropped client; 4 neighbours cannot be split by 2 losses, and
+    # t = 3 (a majority of 5) exceeds 1 corrupt neighbour and is met by 3 survivors of 4.
+    # O(log m): at most 6 ln m from 20 to 3000 participants (not monotone: floor(0.05 m) steps).
+    sizes = range(20, 3000, 7)
+    assert all(secagg.auto_graph(m, 0.5)[0] <= 6 * math.log(m) for m in sizes)
+    # A higher secagg-threshold raises t, and the degree with it where survivors must meet it.
+    assert secagg.graph_rule(secagg.AUTO, 1000, 0.8)[1] >= 0.8 * (secagg.auto_graph(1000, 0.8)[0] + 1)
+    assert secagg.graph_rule(secagg.AUTO, 1000, 1.0) == (999, 1000)  # no sparse graph meets it
+    for setting, m, rule in ((4, 1000, (4, 3)), (3, 1000, (4, 3)), (0, 50, (49, 26)),
+                             (60, 50, (49, 26))):
+        assert secagg.graph_rule(setting, m, 0.5) == rule
+
+
+def test_the_default_is_sparse_above_twenty_and_sums_exactly_even_with_a_dropout():
+    X, parts = s1_parts(clients=40)
+    centroids = X[np.random.default_rng(4).choice(len(X), K, replace=False)] + 0.5
+    strategy = build_strategy(config(**{"secure-aggregation": True}))
+    assert strategy.options.secagg_neighbours == secagg.AUTO
+    inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                           "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
+    fields = ("sums", "counts", "n")
+    degree, threshold = secagg.auto_graph(40, 0.5)
+    assert degree < 39
+    for drop in (0, 1):
+        probe = NeighbourDrop(InMemoryFederation(parts), drop)
+        total, exchange = secure_sum(strategy, probe, list(range(40)), inner, fields, K * 3 + 1,
+                                     what="test", verify=check(fields))
+        others = [p for i, p in enumerate(parts) if i not in probe.drop]
+        own = plain_sums(others, centroids)
+        expected = np.concatenate([np.sum([s.sums for s in own], 0).ravel(),
+                                   np.sum([s.counts for s in own], 0), [sum(s.n for s in own)]])
+        assert np.all(np.abs(total - expected) <= 40 * 2.0 ** -25 + 1e-15 * np.abs(expected))
+        assert np.array_equal(total[K * 2:], expected[K * 2:])
+        assert sorted(exchange.rejected) == sorted(probe.drop) and len(probe.drop) == drop
+        shares = stage_requests(probe, secagg.SHARE)
+        assert all(r.config["neighbours"] == degree and r.config["threshold"] == threshold
+                   and len(r.config["pk1"]) == degree + 1 for r in shares.values())
+
+
+def test_a_user_set_degree_wins_and_one_below_the_default_is_logged(flwr_log):
+    X, parts = s1_parts(clients=40)
+    inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                           "dp-client-noise": 0.0, "min-cluster-size": 2}, X[:K] + 0.25)
+    strategy = build_strategy(config(**{"secure-aggregation": True, "secagg-neighbours": 2}))
+    probe = Probe(InMemoryFederation(parts))
+    secure_sum(strategy, probe, list(range(40)), inner, ("counts", "n"), K + 1, what="round 1",
+               verify=check(("counts", "n")))
+    assert all(r.config["neighbours"] == 2 and r.config["threshold"] == 2
+               for r in stage_requests(probe, secagg.SHARE).values())
+    lines = [r.getMessage() for r in flwr_log]
+    assert "round 1: secure aggregation among 40 participants: 2 neighbours each (SecAgg+), " \
+           "threshold 2" in lines
+    degree = secagg.auto_graph(40, 0.5)[0]
+    assert any(line.startswith(f"round 1: secagg-neighbours 2 is below the {degree} neighbours "
+                               "that 40 participants need for 5 % corrupt") for line in lines)
 
 
 def test_a_client_refuses_a_neighbourhood_or_threshold_it_cannot_accept():

@@ -56,10 +56,12 @@ SecAggThreshold = Annotated[float, Field(
     "--secagg-neighbours: of each participant and its neighbours) whose key shares rebuild a "
     "mask (at least a majority); up to the rest may drop out mid-round")]
 SecAggNeighbours = Annotated[int, Field(
-    0, ge=0, description="SecAgg+: each participant exchanges keys, key shares and masks with "
+    -1, ge=-1, description="SecAgg+: each participant exchanges keys, key shares and masks with "
     "this many others only, its neighbours in a ring the server draws anew each aggregation "
-    "(odd: one more; 0: with every other participant, plain SecAgg); --secagg-threshold then "
-    "applies to each neighbourhood")]
+    "(odd: one more; 0: with every other participant, plain SecAgg); -1: chosen from the number "
+    "of participants after Bell et al. (SecAgg below 20, then O(log m): 6 at 50, 34 at 1000), "
+    "with the threshold their analysis needs when 0.05 of them may be corrupt and 0.05 drop out; "
+    "--secagg-threshold then applies to each neighbourhood")]
 SecAggFractionBits = Annotated[int, Field(
     24, ge=0, le=60, description="fixed-point fraction bits of secure aggregation (precision "
     "2^-(bits+1) per value and client; values up to 2^(90 - bits))")]

@@ -4,8 +4,11 @@ SecAgg is Bonawitz et al., CCS 2017; SecAgg+ is Bell et al., CCS 2020
 ("Secure single-server aggregation with (poly)logarithmic overhead"), what
 Flower's ``SecAggPlusWorkflow`` implements: the same protocol on a sparse
 graph, each client exchanging keys, shares and masks with its neighbours
-only (``secagg-neighbours`` = ``d``; 0, the default, is SecAgg's complete
-graph, ``d = m - 1``).
+only. ``secagg-neighbours`` sets the degree ``d``: by default (:data:`AUTO`)
+it follows from the number ``m`` of participants as Bell et al.'s analysis
+prescribes (:func:`auto_graph`: SecAgg's complete graph, ``d = m - 1``, below
+20 participants, then ``O(log m)`` neighbours: 34 at 1000); 0 is the
+complete graph, a number ``d`` that many neighbours.
 
 With ``secure-aggregation = true`` the server learns the total of the round's
 participants' vectors and nothing else of any one of them: each client adds
@@ -36,7 +39,9 @@ surviving neighbours hold. One aggregation is four request rounds (stages):
 
 ``t`` is ``secagg-threshold`` times the neighbourhood's ``n`` clients
 (every participant under SecAgg), rounded up, and at least a majority and at
-least 2: each client refuses a smaller ``t``, so that no server can
+least 2 (by default, where the graph is sparse, at least what
+:func:`auto_graph` needs against corrupt neighbours too): each client
+refuses a smaller ``t``, so that no server can
 reconstruct a client's private mask with the shares of a minority of its
 neighbourhood. A client checks what it can of the graph: it is in its
 neighbourhood, the neighbourhood has the size the setting gives for the
@@ -94,14 +99,17 @@ told), and it relies on the server relaying
 public keys faithfully (no key signatures: SecAgg's active-adversary variant
 needs a PKI, and a server that lies about the graph or the dropped is
 outside the model too). The graph is Flower's ring with an order drawn
-anew each aggregation; Bell et al.'s bounds against a fraction of corrupt
-clients (degree ``O(log m)``, a threshold chosen for that fraction) are not
-enforced: a small ``d`` buys cost with that margin.
+anew each aggregation from fresh randomness; the default degree and
+threshold meet Bell et al.'s bounds for 5 % corrupt and 5 % dropped
+participants at statistical security 2^-40 (:func:`auto_graph`); a smaller
+``secagg-neighbours`` set by the user buys cost with that margin (the
+server's log says so).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import itertools
 import json
@@ -304,35 +312,163 @@ def threshold_for(fraction: float, parties: int) -> int:
 
 
 # -- the neighbour graph (SecAgg+) --------------------------------------------------------
+#: ``secagg-neighbours`` of the default: the degree and the threshold follow from the number of
+#: participants (:func:`auto_graph`).
+AUTO = -1
+#: The security parameters of :func:`auto_graph` (Bell et al. 2020 leave them to the user; these
+#: are fedcluster's choices): gamma, the fraction of a round's participants that may be corrupt
+#: (colluding with the server); delta, the fraction that may drop out after the key exchange
+#: (both 5 %, the example of Bell et al.'s abstract); sigma, the statistical security parameter
+#: (privacy fails with probability below 2^-sigma; 40, as Bell et al. and Google's reference
+#: implementation); eta, the correctness parameter (a round fails for too few survivors with
+#: probability below 2^-eta; 30, where Google's implementation takes 20: a failed round here ends
+#: the run).
+CORRUPT_FRACTION = 0.05
+DROPOUT_FRACTION = 0.05
+SECURITY_BITS = 40
+CORRECTNESS_BITS = 30
+
+
 def graph_degree(setting: int, parties: int) -> int:
-    """The number of neighbours of each of ``parties`` participants for ``secagg-neighbours``.
+    """The number of neighbours of each of ``parties`` participants for a user-set ``secagg-neighbours``.
 
     0, or a setting that reaches ``parties - 1``, gives every other participant
     (SecAgg's complete graph). Otherwise the degree is the setting rounded up
     to an even number: the ring links each participant to the ``d / 2`` on
     either side (Flower's ``SecAggPlusWorkflow`` likewise makes its number of
-    shares, the degree plus one, odd).
+    shares, the degree plus one, odd). :data:`AUTO` is resolved by
+    :func:`graph_rule`, never here.
     """
     even = setting + setting % 2
     return parties - 1 if setting <= 0 or even >= parties - 1 else even
 
 
-def neighbour_graph(agg_id: str, nodes: Sequence[int], setting: int) -> dict[int, list[int]]:
-    """Each participant's neighbours (sorted) for ``secagg-neighbours`` ``setting``: a ring.
+def graph_rule(setting: int, parties: int, fraction: float) -> tuple[int, int]:
+    """The degree ``d`` and the threshold ``t`` of an aggregation among ``parties`` participants.
+
+    ``setting`` is ``secagg-neighbours``: :data:`AUTO` (the default) takes
+    both from :func:`auto_graph`; a number the user set wins (its degree is
+    :func:`graph_degree`'s, its threshold ``secagg-threshold`` ``fraction`` of
+    the ``d + 1`` clients of a neighbourhood, :func:`threshold_for`), even
+    where it is below what :func:`auto_graph` would choose.
+    """
+    if setting == AUTO:
+        return auto_graph(parties, fraction)
+    degree = graph_degree(setting, parties)
+    return degree, threshold_for(fraction, degree + 1)
+
+
+@functools.lru_cache(maxsize=1024)
+def auto_graph(parties: int, fraction: float) -> tuple[int, int]:
+    """The smallest even degree ``d`` and its threshold ``t`` that meet Bell et al.'s conditions.
+
+    Bell, Bonawitz, Gascon, Lepoint & Raykova, "Secure single-server
+    aggregation with (poly)logarithmic overhead" (CCS 2020; IACR ePrint
+    2020/704), the conditions of their semi-honest analysis: SecAgg+ is secure
+    and correct on a graph of ``m`` clients if,
+    with ``C = floor(gamma m)`` corrupt and ``D = floor(delta m)`` dropped
+    clients placed independently of the graph (:data:`CORRUPT_FRACTION` and
+    the other parameters above),
+
+    1. the honest survivors' graph stays connected (else the server learns the
+       total of each part), except with probability ``2^-(sigma+1)``;
+    2. no client has ``t`` or more corrupt neighbours (they would hold ``t``
+       shares of both its secrets), except with probability ``2^-(sigma+1)``;
+    3. every client keeps ``t`` surviving neighbours (its masks can be
+       removed), except with probability ``2^-eta``;
+
+    the two privacy events share ``2^-sigma`` equally, and (2) and (3) are
+    union bounds over the ``m`` clients. The graph is fedcluster's ring
+    (:func:`neighbour_graph`, a Harary graph in a random order, where Bell et
+    al. draw an Erdos-Renyi graph), so (1) is bounded as Google's reference
+    implementation of the paper bounds its random Harary graph
+    (``fcp/secagg/server/graph_parameter_finder.cc``): splitting the ring
+    takes two runs of ``d / 2`` consecutive lost clients, ``m (m - d - 1) / 2``
+    places for the pair, each with probability ``(C+D)_d / (m)_d`` (falling
+    factorials) under a random order. (2) and (3) count a client's ``d``
+    neighbours among the ``m - 1`` others as hypergeometric draws: corrupt
+    ones out of ``C``, surviving ones out of ``m - 1 - D`` (the worst case
+    for both; the client's own share is not counted among the survivors, as
+    a dropped client has none). ``t`` is the smallest value that (2) allows,
+    raised to ``secagg-threshold`` ``fraction`` of the neighbourhood and to a
+    majority (:func:`threshold_for`: the clients refuse less, and a majority
+    keeps a server that names a client dropped to some neighbours and alive to
+    others from getting ``t`` honest shares of both its secrets); ``d`` is the
+    smallest even degree below ``m - 1`` whose ``t`` meets (3) and whose ring
+    meets (1). The degree grows as ``O(log m)``: 6 at 50 participants, 22 at
+    200, 34 at 1000, 38 at 10,000 (``t`` 4, 12, 18, 21).
+
+    Choices the paper leaves open: the parameters above; the complete graph
+    (SecAgg, ``t`` as :func:`threshold_for` gives for all ``m``) wherever
+    ``gamma m`` or ``delta m`` is below one client (``m < 20``: the model would
+    then allow a sparse graph that a single corrupt client breaks, while the
+    complete graph holds against any corrupt minority, at a cost that is small
+    for such ``m``) and wherever no even degree below ``m - 1`` meets the
+    conditions (as Google's implementation falls back).
+    """
+    full = (parties - 1, threshold_for(fraction, parties))
+    corrupt = math.floor(CORRUPT_FRACTION * parties + 1e-9)
+    dropped = math.floor(DROPOUT_FRACTION * parties + 1e-9)
+    if corrupt < 1 or dropped < 1:
+        return full
+    privacy_risk = 2.0 ** -(SECURITY_BITS + 1)
+    for degree in range(2, parties - 1, 2):
+        if _log2_split(parties, degree, corrupt + dropped) >= math.log2(privacy_risk):
+            continue
+        corrupt_near = _hypergeometric(parties - 1, corrupt, degree)
+        # The smallest t with P(t or more corrupt neighbours) <= privacy_risk / m.
+        tail, least = 0.0, 0
+        for count in range(degree, -1, -1):
+            tail += corrupt_near[count]
+            if tail > privacy_risk / parties:
+                least = count + 1
+                break
+        threshold = max(least, threshold_for(fraction, degree + 1))
+        alive_near = _hypergeometric(parties - 1, parties - 1 - dropped, degree)
+        if sum(alive_near[:threshold]) <= 2.0 ** -CORRECTNESS_BITS / parties:
+            return degree, threshold
+    return full
+
+
+def _hypergeometric(population: int, marked: int, draws: int) -> list[float]:
+    """P(``x`` marked among ``draws`` drawn without replacement), for ``x = 0 .. draws``."""
+    def log_choose(n: int, k: int) -> float:
+        return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+    whole = log_choose(population, draws)
+    return [math.exp(log_choose(marked, x) + log_choose(population - marked, draws - x) - whole)
+            if x <= marked and draws - x <= population - marked else 0.0
+            for x in range(draws + 1)]
+
+
+def _log2_split(parties: int, degree: int, lost: int) -> float:
+    """log2 of a bound on P(the ring of ``degree`` splits when ``lost`` random clients leave it)."""
+    if lost < degree:
+        return -math.inf  # two runs of degree / 2 lost clients are needed
+    pairs = math.log(parties) + math.log(parties - degree - 1) - math.log(2)
+    runs = (math.lgamma(lost + 1) - math.lgamma(lost - degree + 1)
+            + math.lgamma(parties - degree + 1) - math.lgamma(parties + 1))
+    return (pairs + runs) / math.log(2)
+
+
+def neighbour_graph(key: str, nodes: Sequence[int], degree: int) -> dict[int, list[int]]:
+    """Each participant's neighbours (sorted) for the ring of ``degree`` (:func:`graph_degree` of it).
 
     The graph is Harary's ``H(d, m)`` on a circle, as Flower's SecAgg+ builds
-    it: each participant's neighbours are the ``d / 2`` before and after it
-    (:func:`graph_degree`), so the graph is symmetric, ``d``-regular and
-    ``d``-connected (fewer than ``d`` dropouts cannot split the survivors).
-    The circle's order is the participants sorted by SHA-256 of the
-    aggregation id and their id: new for each aggregation, like Flower's
-    shuffle, so a client's neighbours change from one aggregation to the
-    next; reproducible without touching the run's random generator.
+    it: each participant's neighbours are the ``d / 2`` before and after it,
+    so the graph is symmetric, ``d``-regular and ``d``-connected (fewer than
+    ``d`` dropouts cannot split the survivors). The circle's order is the
+    participants sorted by SHA-256 of ``key`` and their id. The server's key
+    is the aggregation id and 128 fresh bits from the operating system, so
+    the order is new for each aggregation, like Flower's shuffle, and
+    independent of who may be corrupt, as :func:`auto_graph`'s analysis
+    assumes (the aggregation id alone comes from the run's seeded generator,
+    which a client may know).
     """
     order = sorted(set(nodes), key=lambda n: hashlib.sha256(
-        agg_id.encode() + int(n).to_bytes(8, "little")).digest())
+        key.encode() + int(n).to_bytes(8, "little")).digest())
     m = len(order)
-    degree = graph_degree(setting, m)
+    degree = graph_degree(degree, m)
     half = degree // 2 if degree < m - 1 else m // 2
     return {node: sorted({order[(i + offset) % m] for offset in range(-half, half + 1)} - {node})
             for i, node in enumerate(order)}

@@ -60,6 +60,7 @@ again, with fresh noise).
 from __future__ import annotations
 
 import math
+import os
 import time
 import uuid
 from collections import Counter
@@ -112,8 +113,29 @@ class SecAggCost:
     bytes_to_clients: int = 0
     bytes_from_clients: int = 0
     seconds: float = 0.0
+    #: CPU seconds of this process (in memory: the server's and every client's work).
+    cpu_seconds: float = 0.0
     dropped: int = 0
     per_stage_seconds: dict[str, float] = field(default_factory=dict)
+    #: The last aggregation's participants, degree and threshold (:func:`~.secagg.graph_rule`).
+    graph: tuple[int, int, int] = (0, 0, 0)
+
+    def note_graph(self, parties: int, degree: int, threshold: int, setting: int, fraction: float,
+                   what: str) -> None:
+        """Record the graph of an aggregation; log it when it changes (a user-set degree below
+        the default's with a warning: it buys cost with the default's security margin)."""
+        if self.graph == (parties, degree, threshold):
+            return
+        self.graph = (parties, degree, threshold)
+        shape = "every other participant (SecAgg)" if degree == parties - 1 else \
+            f"{degree} neighbours each (SecAgg+)"
+        log(INFO, "%s: secure aggregation among %d participants: %s, threshold %d", what, parties,
+            shape, threshold)
+        if setting != secagg.AUTO and degree < (auto := secagg.auto_graph(parties, fraction))[0]:
+            log(WARNING, "%s: secagg-neighbours %d is below the %d neighbours that %d "
+                "participants need for %g %% corrupt and %g %% dropped clients at 2^-%d "
+                "(Bell et al.; the default chooses them)", what, setting, auto[0], parties,
+                100 * secagg.CORRUPT_FRACTION, 100 * secagg.DROPOUT_FRACTION, secagg.SECURITY_BITS)
 
 
 def _payload_bytes(values: Any) -> int:
@@ -151,9 +173,10 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     (the server never has its values); ``rejected`` the reason each other
     participant left. The quorum (``min-answer-fraction``) applies to the
     survivors, the threshold to the survivors of every participant's
-    neighbourhood (all of them under SecAgg; ``secagg-neighbours`` > 0: the
-    participant and its neighbours in :func:`~.secagg.neighbour_graph`, the
-    only ones it exchanges keys, shares and masks with).
+    neighbourhood (the participant and its neighbours in
+    :func:`~.secagg.neighbour_graph`, the only ones it exchanges keys, shares
+    and masks with: all of them under SecAgg; the degree and the threshold
+    are :func:`~.secagg.graph_rule`'s for ``secagg-neighbours``).
     ``inner_config(threshold)``, if given, adds to the inner request's config
     once the threshold is known (distributed noise).
 
@@ -193,7 +216,7 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     """
     cost = cost if cost is not None else SecAggCost()
     exchange: Exchange[ClientSummary] = Exchange(sent=sorted(set(nodes)))
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
 
     def fail(why: str) -> None:
         for node, reason in exchange.rejected.items():
@@ -232,6 +255,7 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     cost.aggregations += 1
     cost.dropped += len(dropped)
     cost.seconds += time.monotonic() - started
+    cost.cpu_seconds += time.process_time() - cpu_started
     strategy.check_quorum(exchange, what)
     return values, exchange
 
@@ -310,9 +334,13 @@ def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list
     quorum = max(2, math.ceil(options.min_answer_fraction * len(exchange.sent) - 1e-9))
     need(len(keys), quorum, "the key exchange")
     members = sorted(keys)
-    graph = secagg.neighbour_graph(agg_id, members, options.secagg_neighbours)
-    hood_size = secagg.graph_degree(options.secagg_neighbours, len(members)) + 1
-    threshold = secagg.threshold_for(options.secagg_threshold, hood_size)
+    degree, threshold = secagg.graph_rule(options.secagg_neighbours, len(members),
+                                          options.secagg_threshold)
+    cost.note_graph(len(members), degree, threshold, options.secagg_neighbours,
+                    options.secagg_threshold, what)
+    # Fresh bits in the order's key: the graph must not be known before the run (auto_graph's
+    # analysis places the corrupt clients independently of it), and the seeded id is knowable.
+    graph = secagg.neighbour_graph(agg_id + os.urandom(16).hex(), members, degree)
     pk1 = {n: keys[n]["pk1"] for n in members}
     hoods = {n: sorted({n, *graph[n]}) for n in members}
 
@@ -321,7 +349,7 @@ def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list
         hood = hoods[node]
         return Request(secagg.SHARE, {
             **base, "nodes": secagg.node_bytes(hood), "threshold": threshold,
-            "neighbours": options.secagg_neighbours, "participants": len(members),
+            "neighbours": degree, "participants": len(members),
             "pk1": [keys[n]["pk1"] for n in hood], "pk2": [keys[n]["pk2"] for n in hood]})
 
     def check_shares(node, payload):
