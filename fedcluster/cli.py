@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -203,6 +204,7 @@ def _end_at_once_on_signals(out: Path, partitions: str) -> None:
         stopper = threading.Thread(target=_stop_ray, daemon=True)
         stopper.start()
         stopper.join(RAY_STOP_SECONDS)
+        _end_ray_leftovers()
         shutil.rmtree(partitions, ignore_errors=True)
         print(f"\nfedcluster: {_interrupted(out, started, signum)}", file=sys.stderr, flush=True)
         os._exit(128 + signum)
@@ -215,6 +217,31 @@ def _stop_ray() -> None:
     import ray
 
     ray.shutdown()
+
+
+def _end_ray_leftovers() -> None:
+    """Kill the processes Ray started in this process group that outlive ``ray.shutdown()``.
+
+    Ray's dashboard and runtime-env agents, started by its raylet, are left
+    running (orphaned, for minutes) when the raylet goes down mid-start, as
+    a Ctrl-C early in a run often finds it. They are in this command's
+    process group; only those whose command line is Ray's (``ray::...``, or
+    a program under a ``ray`` package directory) are killed, so a shell
+    script that runs this command in its own group is left alone. Linux only
+    (``/proc``); elsewhere nothing is done.
+    """
+    group, me = os.getpgrp(), os.getpid()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            pid = int(entry.name)
+            # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+            pgrp = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid != me and pgrp == group and (command.startswith(b"ray::") or b"/ray/" in command):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _interrupted(out: Path, started: float, signum: int) -> str:
