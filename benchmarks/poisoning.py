@@ -71,6 +71,7 @@ from fedcluster.client.respond import respond  # noqa: E402
 from fedcluster.config import RunConfig  # noqa: E402
 from fedcluster.data import load_dataset, partition_indices  # noqa: E402
 from fedcluster.federation.memory import InMemoryFederation  # noqa: E402
+from fedcluster.logs import colour_only_on_a_terminal  # noqa: E402
 from fedcluster.messages import ClientSummary  # noqa: E402
 from fedcluster.methods import METHODS, build_strategy  # noqa: E402
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans  # noqa: E402
@@ -378,6 +379,7 @@ def main(argv=None) -> int:
                         help="issue 24's table: every method and lie (see the module docstring)")
     args = parser.parse_args(argv)
     logging.getLogger("flwr").setLevel(logging.WARNING)
+    colour_only_on_a_terminal()  # the tables are usually redirected to a file
     if args.every_method:
         every_method(load_dataset("s1").X, args.json)
         return 0
