@@ -85,7 +85,6 @@ from .client import LLOYD
 from .options import DWFOptions
 
 
-
 class WeightedFederatedKMeans(RoundBasedStrategy):
     """DWF / EWF federated k-means (Algorithm 1 of the DWF paper).
 
