@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from .selection import KSelection
     from .server.choose_k import k_selection_run
-    from .simulation import SimulationError, simulate
+    from .simulation import SimulationError, simulate, simulated_round_timeout
 
     _check_clients(args.clients)
     given = {key: value for key, value in vars(args).items()
@@ -68,6 +68,8 @@ def _simulate(args: argparse.Namespace) -> int:
         "out-dir": str(out), "split": args.split, "dataset": args.dataset, "seed": args.seed,
         "min-nodes": args.clients, "resume-from": str(args.resume or ""),
     })
+    if given.get("round-timeout") is None:  # the start asks every client, whatever the sampling
+        config = config.model_copy(update={"round_timeout": simulated_round_timeout(args.clients)})
     _check_row_length(config, dataset)
     check_delta_for_rows(config, n)
     if args.resume is not None:  # a wrong or damaged checkpoint fails here, before Ray starts
@@ -101,7 +103,8 @@ def _simulate(args: argparse.Namespace) -> int:
               f"{out / 'k-selection.csv'}\n")
         result = result.result
     # The settings a plain `fedcluster simulate` would have used are no news; -v lists them all.
-    defaults = None if args.verbose else {**setting_defaults(RunConfig), "min-nodes": args.clients}
+    defaults = None if args.verbose else {**setting_defaults(RunConfig), "min-nodes": args.clients,
+                                          "round-timeout": simulated_round_timeout(args.clients)}
     print(format_result(result, defaults=defaults))
     print(f"data: {described}")
     reference = _reference(result, dataset)
@@ -410,18 +413,22 @@ def _partitioned(args: argparse.Namespace):
     return dataset, parts
 
 
-#: Settings of every method that a simulation takes from the command line (the
-#: waiting and timeout settings matter only in a deployment).
+#: Settings of every method that a simulation takes from the command line (waiting for
+#: nodes matters only in a deployment; a simulation waits for all of its clients).
 SIMULATE_OPTIONS = tuple(key for key in COMMON_OPTIONS
-                         if key not in ("seed", "min-nodes", "node-wait-timeout", "round-timeout"))
+                         if key not in ("seed", "min-nodes", "node-wait-timeout"))
+
+
+#: Simulation defaults that are not RunConfig's, as the help states them.
+_SIMULATED_DEFAULTS = {"round-timeout": "300 + clients / (2 x Ray actors), one actor per core"}
 
 
 def _config_option(group, key: str) -> None:
     """A command-line option for the run-config field ``key``, typed and documented by it."""
     field = RunConfig.model_fields[key.replace("-", "_")]
     flag = "--rounds" if key == "num-server-rounds" else f"--{key}"
-    options = {"dest": key, "default": None,
-               "help": f"{field.description} (default: {field.default})"}
+    default = _SIMULATED_DEFAULTS.get(key, field.default)
+    options = {"dest": key, "default": None, "help": f"{field.description} (default: {default})"}
     if get_origin(field.annotation) is Literal:
         options["choices"] = get_args(field.annotation)
     elif field.annotation is bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import math
 import re
 import subprocess
@@ -448,3 +449,28 @@ def test_one_feature_and_one_client_are_singular(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "blobs (300 points, 1 feature), split iid over 1 client\n" in out
     assert "history (last 1 of 1 round)" in out
+
+
+class _Stop(Exception):
+    """Raised by a stand-in simulation once it has seen the configuration it was given."""
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--clients", "10"], lambda cores: 300 + 10 / (2 * cores)),
+    (["--clients", "2000", "--participation", "0.1"], lambda cores: 300 + 2000 / (2 * cores)),
+    (["--clients", "2000", "--round-timeout", "42"], lambda cores: 42.0),
+])
+def test_a_simulated_round_waits_longer_for_a_larger_federation(tmp_path, monkeypatch, argv,
+                                                                 expected):
+    """10,000 simulated clients need minutes per round through a core's actor each; the user may set it."""
+    seen = []
+
+    def stand_in(config, *args, **kwargs):
+        seen.append(config.round_timeout)
+        raise _Stop
+
+    monkeypatch.setattr("fedcluster.simulation.simulate", stand_in)
+    with pytest.raises(_Stop):
+        main(["simulate", "--dataset", "blobs", "--blobs-samples", "20000", "--k", "3", *argv,
+              "--out", str(tmp_path / "out")])
+    assert seen == [pytest.approx(expected(os.cpu_count()))]
