@@ -12,8 +12,9 @@ from fedcluster.client.privacy import PrivacyFloorError, check_reply, exposed
 from fedcluster.config import RunConfig
 from fedcluster.data import write_partitions
 from fedcluster.federation.flower import FlowerFederation
+from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import LOCAL_KMEANS, ClientSummary
-from fedcluster.methods import build_strategy
+from fedcluster.methods import METHODS, build_strategy
 from fedcluster.methods.dwf.client import LLOYD
 from fedcluster.protocol import read_reply
 from fedcluster.simulation import set_offline_env
@@ -153,3 +154,44 @@ def test_a_small_and_a_duplicate_client_count_in_a_ray_simulation(tmp_path, s1):
             assert counts, (kind, rows)
             assert rows == 3 or all(c.size and c.max() >= P for c in counts), (kind, rows, counts)
     assert leaks(replies, np.concatenate(parts), P) == []
+
+
+class RecordingFederation(InMemoryFederation):
+    """In-memory clients whose every answer is kept, with the node that sent it."""
+
+    def __init__(self, parts) -> None:
+        super().__init__(parts)
+        self.answers = []
+
+    def ask(self, request, node_ids, timeout):
+        answers = super().ask(request, node_ids, timeout)
+        self.answers.extend(answers)
+        return answers
+
+
+def test_on_integer_rows_every_client_answers_every_method_and_no_cluster_breaks_the_floor():
+    # Rows on a 4 x 4 grid: most clients hold duplicates (clusters of identical rows, lone
+    # values beside them). Clients of 2 to 11 rows, k = 5: most hold fewer than p x k.
+    rng = np.random.default_rng(0)
+    parts = [rng.integers(0, 4, (int(rng.integers(2, 12)), 2)).astype(float) for _ in range(12)]
+    for algorithm in (name for name in METHODS if not METHODS[name].extra):
+        federation = RecordingFederation(parts)
+        result = build_strategy(RunConfig.from_mapping(
+            {"algorithm": algorithm, "k": 5, "seed": 0, "num-server-rounds": 3,
+             "min-cluster-size": P})).fit(federation)
+        assert all(r.clients_rejected == 0 for r in result.history), algorithm
+        assert result.n_points == sum(map(len, parts)), algorithm
+        assert any(a.summary.counts is not None and a.summary.centroids is not None
+                   and (a.summary.counts > 0).any() for a in federation.answers), algorithm
+        for answer in federation.answers:
+            assert answer.error is None, (algorithm, answer.error)
+            summary = answer.summary
+            if summary.centroids is None or summary.counts is None:
+                continue
+            # Counted per client, independently of the client's own check: each sent cluster
+            # holds p rows or more, and its centroid is no value that 1 to p - 1 of them hold.
+            values, holders = np.unique(parts[answer.node], axis=0, return_counts=True)
+            rare = {tuple(v) for v in values[holders < P]}
+            sent = summary.counts > 0
+            assert np.all(summary.counts[sent] >= P), (algorithm, summary.counts)
+            assert not rare & {tuple(c) for c in summary.centroids[sent]}, algorithm
