@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .selection import KSelection
+    from .selection import KSelection, parse_k_range
     from .server.choose_k import k_selection_run
     from .simulation import SimulationError, simulate, simulated_round_timeout
 
@@ -80,9 +80,12 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.resume is not None and args.k_range is not None:
         raise ConfigError("--resume continues one run; it does not combine with --k-range")
     run = k_selection_run(args.k_range, args.select)
-    if config.k > n:
-        raise ConfigError(f"--k {config.k} is more than the {n} points of {dataset.name}")
-    _check_feasible(config, [len(part) for part in parts])
+    # The largest k the run asks for: a k selection runs its range's ks, not --k.
+    k, asked = ((max(parse_k_range(args.k_range)), f"--k-range {args.k_range}'s largest k")
+                if args.k_range is not None else (config.k, "--k"))
+    if k > n:
+        raise ConfigError(f"{asked} {k} is more than the {n} points of {dataset.name}")
+    _check_feasible(config.min_cluster_size, k, asked, [len(part) for part in parts])
     _check_out(out)
     described = (f"{dataset.name} ({counted(n, 'point')}, {counted(d, 'feature')}), split "
                  f"{args.split} over {counted(args.clients, 'client')}")
@@ -286,25 +289,25 @@ def _check_row_length(config: RunConfig, dataset) -> None:
                           f"(or D with --network mlp)")
 
 
-def _check_feasible(config: RunConfig, sizes: list[int]) -> None:
+def _check_feasible(p: int, k: int, asked: str, sizes: list[int]) -> None:
     """Refuse, before Ray starts, a split whose clients cannot send k clusters at all.
 
     Under the privacy floor a client of n rows sends at most n // p clusters
     (each of p rows or more) and nothing when n < p, so a federation whose
     clients together hold fewer than k such clusters cannot find a start of
     k centroids, whatever the method; one of tiny clients would otherwise
-    fail only after every round's warnings.
+    fail only after every round's warnings. ``asked`` names where ``k`` came
+    from in the message.
     """
-    p = config.min_cluster_size
     if max(sizes) < p:
         raise ConfigError(f"every one of the {counted(len(sizes), 'client')} holds fewer than "
                           f"--min-cluster-size {p} rows (the largest {counted(max(sizes), 'row')}): "
                           f"none could send anything; use fewer --clients")
     clusters = sum(size // p for size in sizes)
-    if clusters < config.k:
+    if clusters < k:
         raise ConfigError(f"the {counted(len(sizes), 'client')} can send at most "
                           f"{counted(clusters, 'cluster')} of --min-cluster-size {p} rows or more, "
-                          f"fewer than --k {config.k}; use fewer --clients or a smaller --k")
+                          f"fewer than {asked} {k}; use fewer --clients or a smaller k")
 
 
 def _check_out(out: Path) -> None:

@@ -176,6 +176,11 @@ def test_simulate_runs_every_method(tmp_path, capsys, algorithm):
     (["--clients", "5000"], "every one of the 5000 clients holds fewer than --min-cluster-size 2"),
     # Two rows per client: 2500 clusters can leave the clients, fewer than k.
     (["--clients", "2500", "--k", "2600"], "the 2500 clients can send at most 2500 clusters"),
+    # A k selection asks for its range's ks, the largest checked.
+    (["--clients", "2500", "--k-range", "2590:2600"], "the 2500 clients can send at most 2500 "
+     "clusters of --min-cluster-size 2 rows or more, fewer than --k-range 2590:2600's largest "
+     "k 2600"),
+    (["--k-range", "4999:5001"], "--k-range 4999:5001's largest k 5001 is more than the 5000"),
 ])
 def test_simulate_refuses_bad_input_before_flower_starts(tmp_path, capsys, monkeypatch, argv, says):
     monkeypatch.chdir(tmp_path)
@@ -184,6 +189,20 @@ def test_simulate_refuses_bad_input_before_flower_starts(tmp_path, capsys, monke
     assert main(["simulate", *argv, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"fedcluster: error: {says}") and err.count("\n") == 1
+
+
+def test_simulate_checks_a_k_selection_by_its_range_not_by_k(tmp_path, capsys, monkeypatch):
+    # Two rows per client: --k 2600 alone is refused, yet a range of small ks can run.
+    from fedcluster.simulation import SimulationError
+
+    def started(*args, **kwargs):
+        raise SimulationError("the simulation started")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("fedcluster.simulation.simulate", started)
+    assert main(["simulate", "--clients", "2500", "--k", "2600", "--k-range", "2:3",
+                 "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == "fedcluster: error: the simulation started\n"
 
 
 @pytest.mark.parametrize(("out", "says"), [
