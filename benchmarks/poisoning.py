@@ -73,7 +73,8 @@ from fedcluster.data import load_dataset, partition_indices  # noqa: E402
 from fedcluster.federation.memory import InMemoryFederation  # noqa: E402
 from fedcluster.logs import colour_only_on_a_terminal  # noqa: E402
 from fedcluster.messages import ClientSummary  # noqa: E402
-from fedcluster.methods import METHODS, build_strategy  # noqa: E402
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS  # noqa: E402
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans  # noqa: E402
 from fedcluster.metrics import centre_distance  # noqa: E402
 from fedcluster.options import RoundOptions  # noqa: E402

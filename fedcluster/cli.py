@@ -71,7 +71,7 @@ def _simulate(args: argparse.Namespace) -> int:
     _check_row_length(config, dataset)
     check_delta_for_rows(config, n)
     if args.resume is not None:  # a wrong or damaged checkpoint fails here, before Ray starts
-        from .methods import build_strategy
+        from .config import build_strategy
         from .server.checkpoint import resume_point
 
         resume_point(args.resume, build_strategy(config), config.to_flower())

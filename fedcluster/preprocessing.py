@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .config import RunConfig, build_strategy
 from .federation.base import Answer, Federation
 from .logs import counted, log
 from .messages import MOMENTS, ProtocolError, Request, validate_reply
@@ -33,7 +34,6 @@ from .numerics.moments import Moments, combine_moments, standardize
 from .results import RunResult
 
 if TYPE_CHECKING:
-    from .config import RunConfig
     from .strategies import ClusteringStrategy
 
 WHAT = "standardisation (moments)"
@@ -147,8 +147,6 @@ def fit_method(config: RunConfig, federation: Federation,
     the data's. A resumed run asks for the moments again: the same rows give
     the same transform.
     """
-    from .methods import build_strategy
-
     strategy = strategy or build_strategy(config)
     if standardization is None and config.standardize:
         standardization = federated_standardization(strategy, federation)

@@ -25,7 +25,7 @@ from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.federation.base import RunFailed
 from fedcluster.federation.flower import FlowerFederation
 from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.messages import ProtocolError
 from fedcluster.privacy import secagg
 from fedcluster.privacy.checks import TotalCheck

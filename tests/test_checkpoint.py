@@ -19,7 +19,8 @@ import pytest
 import fedcluster
 from fedcluster.config import RunConfig
 from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import METHODS, build_strategy
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS
 from fedcluster.server.checkpoint import (CHECKPOINT_FILE, CheckpointError, CheckpointWriter,
                                           read_checkpoint, resume_point)
 

@@ -12,7 +12,7 @@ from fedcluster.client.privacy import PrivacyFloorError, check_reply, exposed
 from fedcluster.config import RunConfig
 from fedcluster.federation.flower import FlowerFederation
 from fedcluster.messages import LOCAL_KMEANS, ClientSummary
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.methods.dwf.client import LLOYD
 from fedcluster.protocol import read_reply
 from harness.inprocess import InProcessGrid

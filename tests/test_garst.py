@@ -11,7 +11,7 @@ from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import partition_indices
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, ProtocolError, validate_reply
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.methods.fkm.client import GARST, GARST_INIT
 from fedcluster.methods.fkm.strategy import GarstFederatedKMeans
 from fedcluster.metrics import centre_distance

@@ -23,7 +23,8 @@ from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, write_partitions
 from fedcluster.federation.flower import FlowerFederation
 from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import METHODS, build_strategy
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS
 from fedcluster.simulation import set_offline_env
 from fedcluster.strategies import RunFailed
 from harness.inprocess import InProcessGrid

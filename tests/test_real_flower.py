@@ -23,7 +23,8 @@ from helpers import naive_stats
 
 from fedcluster.config import INIT_METHODS, RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
-from fedcluster.methods import METHODS, build_strategy
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS
 from fedcluster.simulation import set_offline_env, simulate
 
 TESTS = Path(__file__).resolve().parent

@@ -24,7 +24,7 @@ from helpers import altered_replies, iid_parts, messages
 from fedcluster.config import RunConfig
 from fedcluster.data import partition_indices
 from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.numerics.outliers import ROW_CAP_MULTIPLE, declared_row_factors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

@@ -20,7 +20,7 @@ from fedcluster.federation.base import RunFailed
 from fedcluster.federation.flower import FlowerFederation
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import MOMENTS, SILHOUETTE, ClientSummary, Request, validate_reply
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.numerics.moments import combine_moments, farthest_from_chord, local_moments
 from fedcluster.preprocessing import federated_standardization, fit_method
 from fedcluster.selection import choose, KRow, parse_k_range, select_over

@@ -37,12 +37,8 @@ CLIENT_FAILURE = 500
 
 Step = Callable[[Any, Any, dict], ClientSummary]
 
-#: Request kind -> the step of a request that carries named arrays (a network's weights).
-ARRAY_STEPS: dict[str, Callable[[Any, Any, dict, Mapping], ClientSummary]] = {
-    kind: step for method in METHODS.values() for kind, step in method.array_steps.items()}
-
-#: Request kind -> the step that computes the reply.
-STEPS: dict[str, Step] = {
+#: Request kind -> the step that computes the reply from the rows alone.
+ROW_STEPS: dict[str, Step] = {
     EVALUATE: evaluate_request,
     BOUNDS: bounds_request,
     LOCAL_KMEANS: local_kmeans_request,
@@ -50,8 +46,16 @@ STEPS: dict[str, Step] = {
     SILHOUETTE: silhouette_request,
     SUMS: sums_request,
     **{kind: step for method in METHODS.values() for kind, step in method.steps.items()},
-    **ARRAY_STEPS,
 }
+
+#: Request kind -> the step of a request that carries named arrays (a network's weights),
+#: called with :data:`ROW_STEPS` too, so that it can answer a clustering of rows it wraps
+#: (DeepFeCA's, on features) without importing this dispatcher, which sits above the methods.
+ARRAY_STEPS: dict[str, Callable[[Any, Any, dict, Mapping, Mapping[str, Step]], ClientSummary]] = {
+    kind: step for method in METHODS.values() for kind, step in method.array_steps.items()}
+
+#: Request kind -> the step that computes the reply: every kind a client answers.
+STEPS: dict[str, Callable[..., ClientSummary]] = {**ROW_STEPS, **ARRAY_STEPS}
 
 #: The request kinds of a round in sum form (the only ones a client answers under DP), as
 #: the methods declare them (:attr:`~fedcluster.methods.spec.Method.sum_form`).
@@ -110,7 +114,8 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
     if masking is not None:
         config[BITS_KEY] = masking.fraction_bits
     if request.kind in ARRAY_STEPS:
-        summary = ARRAY_STEPS[request.kind](X, centroids, config, request.arrays or {})
+        summary = ARRAY_STEPS[request.kind](X, centroids, config, request.arrays or {},
+                                            ROW_STEPS)
     elif request.arrays is not None:
         raise ProtocolError(f"a {request.kind!r} request carries no named arrays")
     else:

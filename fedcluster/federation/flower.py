@@ -150,7 +150,7 @@ class FlowerStrategy(Strategy):
     Parameters
     ----------
     strategy : ClusteringStrategy
-        The method's server side (``fedcluster.methods.build_strategy(config)``).
+        The method's server side (``fedcluster.config.build_strategy(config)``).
     """
 
     def __init__(self, strategy: ClusteringStrategy) -> None:

@@ -10,8 +10,10 @@
 * :mod:`.accountant`: the budget, counted with ``dp-accounting``;
 * :mod:`.secagg`: the SecAgg and SecAgg+ protocol (key agreement, Shamir
   shares, masks, the neighbour graph, fixed point);
-* :mod:`.client`: the clients' sum step and the protocol's stages;
-* :mod:`.server`: the server's side of a private round.
+* :mod:`.client`: the clients' sum step and the protocol's stages.
+
+The server's side of a private round drives the strategy's exchanges, so it
+stands beside the round loop: :mod:`fedcluster.strategies.private`.
 
 No module here imports Flower.
 """

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from logging import INFO, WARNING
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -30,9 +30,6 @@ from ..options import Options, changed_settings, setting_defaults
 from ..privacy.kinds import DIMENSION
 from ..results import RoundRecord, RunResult
 from .progress import Progress, node_map, node_pairs, state_generator
-
-if TYPE_CHECKING:
-    from ..config import RunConfig
 
 #: Rejected replies whose reasons a failed run's one-line message names.
 SHOWN_REASONS = 2
@@ -92,11 +89,6 @@ class ClusteringStrategy:
         self._checkpoint: Callable[[Progress], None] | None = None
         self._best: RunResult | None = None
         self._scores: list[float] = []
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> ClusteringStrategy:
-        """Build the strategy from a validated :class:`RunConfig` (no second validation)."""
-        return cls(options=config.method_options())
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails: a setting reads from the options

@@ -21,7 +21,7 @@ import numpy as np
 from ...numerics import weighted_centroid_mean
 from .kernels import kmeans_average, summed_movement
 from ...messages import ClientSummary, validate_reply
-from ...privacy.server import Totals
+from ...strategies.private import Totals
 from .client import FUZZY, FUZZY_SUMS
 from .options import FFCMOptions
 from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT
