@@ -775,7 +775,7 @@ import gc, logging, sys, time, tracemalloc
 from pathlib import Path
 import numpy as np
 from fedcluster.config import RunConfig
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.config import build_strategy
 logging.getLogger("flwr").setLevel(logging.WARNING)
 files = sorted(Path(sys.argv[1]).glob("client_*.npy"))

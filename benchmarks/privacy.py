@@ -89,7 +89,7 @@ def score(X: np.ndarray, centroids: np.ndarray) -> float:
 
 def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode) -> np.ndarray:
     from fedcluster.config import RunConfig
-    from fedcluster.federation.memory import InMemoryFederation
+    from fedcluster.client.memory import InMemoryFederation
     from fedcluster.config import build_strategy
 
     settings = {"k": k, "seed": seed, "init": "random", "data-bounds": bounds, "tol": 0.0,
@@ -107,7 +107,7 @@ def secagg_cost(parts, k, bounds, neighbours):
     """The :class:`~fedcluster.strategies.private.SecAggCost` of one secure aggregation of a ``dwf``
     round's sums, counts, squared distances and rows (seed 0), as a private round asks it."""
     from fedcluster.config import RunConfig
-    from fedcluster.federation.memory import InMemoryFederation
+    from fedcluster.client.memory import InMemoryFederation
     from fedcluster.config import build_strategy
     from fedcluster.messages import Request
     from fedcluster.privacy.checks import TotalCheck
@@ -133,7 +133,7 @@ def plain_round_cpu(parts, k, rounds) -> float:
     """CPU seconds per round of the same ``dwf`` run without secure aggregation (its start and
     final score included, as one more round each)."""
     from fedcluster.config import RunConfig
-    from fedcluster.federation.memory import InMemoryFederation
+    from fedcluster.client.memory import InMemoryFederation
     from fedcluster.config import build_strategy
 
     strategy = build_strategy(RunConfig.from_mapping({

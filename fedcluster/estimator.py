@@ -5,7 +5,7 @@ The constructor stores the parameters (every method setting of
 defaults for Python and the command line); :meth:`FederatedKMeans.fit`
 validates them once, as a :class:`~fedcluster.config.RunConfig`, and runs the
 method over one array per data owner, in memory by default
-(:class:`~fedcluster.federation.memory.InMemoryFederation`: no message, no
+(:class:`~fedcluster.client.memory.InMemoryFederation`: no message, no
 file) or as a Flower simulation (``backend="flower"``: Ray, one simulated
 SuperNode per array). With full participation both give the same centroids,
 bit for bit.
@@ -70,7 +70,7 @@ class FederatedKMeans:
     ``restart_score`` is ``score`` (which would hide :meth:`score`).
     ``algorithm`` picks the method (``fedcluster.methods.METHODS``). Two
     parameters are the estimator's own: ``backend`` ("memory": in this
-    process, :class:`~fedcluster.federation.memory.InMemoryFederation`;
+    process, :class:`~fedcluster.client.memory.InMemoryFederation`;
     "flower": a Flower simulation, Ray, one SuperNode per part, written to a
     temporary directory) and ``on_bad_client`` ("raise": a part whose number
     of features differs from the others' raises ``DataError``; "skip": it is
@@ -266,7 +266,7 @@ class FederatedKMeans:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if self.backend == "memory":
-            from .federation.memory import InMemoryFederation
+            from .client.memory import InMemoryFederation
             from .preprocessing import fit_method
 
             result = fit_method(config, InMemoryFederation(kept))
@@ -465,7 +465,7 @@ def select_k(parts: Sequence[Any], k_range: str | Sequence[int], criterion: str 
     rows, dtype = model._parts(parts)
     kept = [X for X in rows if X is not None]
     if model.backend == "memory":
-        from .federation.memory import InMemoryFederation
+        from .client.memory import InMemoryFederation
 
         selection = select_over(InMemoryFederation(kept), config, ks, criterion)
     else:

@@ -3,13 +3,13 @@
 :func:`federated_standardization` sends one moments request to every
 connected client; each answers with its row count and the per-feature mean
 and population standard deviation of its rows
-(:func:`fedcluster.client.summaries.moments_request`). The server combines
+(:func:`fedcluster.local.summaries.moments_request`). The server combines
 them with Chan et al.'s pairwise formula
 (:func:`fedcluster.numerics.moments.combine_moments`) into the mean and
 standard deviation of the pooled rows. :class:`StandardizedFederation` then
 adds that transform (shift = mean, scale = standard deviation) to every
 request it forwards, and every client answers about ``(X - shift) / scale``
-(:func:`fedcluster.client.summaries.transformed`), so the method, which is
+(:func:`fedcluster.local.summaries.transformed`), so the method, which is
 not changed at all, clusters standardised data. :func:`fit_method` is the one
 path every front end takes (the estimator, the ServerApp, k selection).
 

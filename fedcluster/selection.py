@@ -6,7 +6,7 @@ asked, computed once for all ks); then one silhouette request to every
 connected client returns, for the final centroids, the client's sum of
 squared distances (the SSE curve, exact over all clients whatever
 ``score`` compares restarts by) and the sum of its rows' simplified
-silhouettes (:func:`fedcluster.client.summaries.silhouette_request`:
+silhouettes (:func:`fedcluster.local.summaries.silhouette_request`:
 ``(b - a) / max(a, b)`` with ``a`` and ``b`` the distances to the nearest and
 second nearest centroid; Hruschka, Campello & de Castro 2004; Wang et al.'s
 and Garst & Reinders' federated evaluations use it too). The server divides

@@ -14,7 +14,7 @@ import pytest
 from helpers import altered_replies, iid_parts, messages
 
 from fedcluster.config import ConfigError, RunConfig
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.config import build_strategy
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.metrics import centre_distance

@@ -8,9 +8,9 @@ import pytest
 from helpers import ask_client_app, messages, save_parts
 
 from fedcluster.client.app import build_client_app
-from fedcluster.client.privacy import PrivacyFloorError, check_reply, exposed
+from fedcluster.local.floor import PrivacyFloorError, check_reply, exposed
 from fedcluster.config import RunConfig
-from fedcluster.federation.flower import FlowerFederation
+from fedcluster.server.flower import FlowerFederation
 from fedcluster.messages import LOCAL_KMEANS, ClientSummary
 from fedcluster.config import build_strategy
 from fedcluster.methods.dwf.client import LLOYD

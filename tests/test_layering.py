@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fedcluster"
 #: run report.
 FLOWER_FREE = ("fedcluster.numerics", "fedcluster.metrics", "fedcluster.methods",
                "fedcluster.strategies", "fedcluster.messages", "fedcluster.results",
-               "fedcluster.federation.base", "fedcluster.federation.memory",
+               "fedcluster.federation.base", "fedcluster.client.memory",
                "fedcluster.client.respond", "fedcluster.estimator", "fedcluster.config",
                "fedcluster.report")
 
@@ -71,7 +71,7 @@ def test_fedcluster_and_every_other_method_load_no_torch():
         "import sys\n"
         "import fedcluster, fedcluster.cli, fedcluster.client.app, fedcluster.server.app\n"
         "from fedcluster.methods import METHODS\n"
-        "from fedcluster.federation.memory import InMemoryFederation\n"
+        "from fedcluster.client.memory import InMemoryFederation\n"
         "import numpy as np\n"
         "X = np.random.default_rng(0).normal(size=(200, 2))\n"
         "for name, method in METHODS.items():\n"

@@ -33,8 +33,8 @@ from fedcluster.client.respond import respond
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices
 from fedcluster.federation.base import RunFailed
-from fedcluster.federation.flower import FlowerFederation
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.server.flower import FlowerFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ProtocolError, Request
 from fedcluster.config import build_strategy
 from fedcluster.privacy import secagg

@@ -4,9 +4,9 @@
 rows: it finds the step of the request's kind (:data:`STEPS`: the steps every
 method may use, then each method's own, from its spec), checks the global
 centroids the request carries, runs the step under the privacy floor and
-checks the reply against that floor (:mod:`.privacy`) before it leaves. The
+checks the reply against that floor (:mod:`fedcluster.local.floor`) before it leaves. The
 Flower ClientApp (:mod:`.app`) and the in-memory federation
-(:mod:`fedcluster.federation.memory`) both call it, so a client answers the
+(:mod:`fedcluster.client.memory`) both call it, so a client answers the
 same whatever carries the request; :func:`failure` turns what went wrong into
 the error code and reason both report.
 """
@@ -21,14 +21,14 @@ from ..data import DataError
 from ..logs import logger
 from ..messages import (BOUNDS, EVALUATE, LOCAL_KMEANS, MOMENTS, SILHOUETTE, ClientSummary,
                         ProtocolError, Request, finite_array)
+from ..local.floor import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
+from ..local.private import Masking, check_dp_request, dimension_request, secure_stage, sums_request
+from ..local.steps import bounds_request, evaluate_request, local_kmeans_request
+from ..local.summaries import moments_request, silhouette_request, transformed
 from ..methods import METHODS
-from ..privacy.client import Masking, check_dp_request, dimension_request, secure_stage, sums_request
 from ..privacy.kinds import DIMENSION, SUMS
 from ..privacy.secagg import BITS_KEY
 from ..privacy.secagg import STAGES as SECAGG_STAGES
-from .privacy import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
-from .steps import bounds_request, evaluate_request, local_kmeans_request
-from .summaries import moments_request, silhouette_request, transformed
 
 #: Error code of a reply that reports bad input (request or local data).
 BAD_INPUT = 400
@@ -71,7 +71,7 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
 
     ``node_config`` may raise the privacy floor for this client
     (``min-cluster-size``) and set its DP floor
-    (:func:`~fedcluster.privacy.client.check_dp_request`, which every request
+    (:func:`~fedcluster.local.private.check_dp_request`, which every request
     but a dimension query or a protocol stage passes first). A
     secure-aggregation stage (:data:`~fedcluster.privacy.secagg.STAGES`)
     needs the client's ``session`` (its state between stages) and its

@@ -10,10 +10,11 @@
 * :mod:`.accountant`: the budget, counted with ``dp-accounting``;
 * :mod:`.secagg`: the SecAgg and SecAgg+ protocol (key agreement, Shamir
   shares, masks, the neighbour graph, fixed point);
-* :mod:`.client`: the clients' sum step and the protocol's stages.
+* :mod:`.checks`: the checks of a secure total.
 
-The server's side of a private round drives the strategy's exchanges, so it
-stands beside the round loop: :mod:`fedcluster.strategies.private`.
+Each side's part of a private round stands with that side's other steps:
+the client's sum step and protocol stages in :mod:`fedcluster.local.private`,
+the server's rounds beside the round loop in :mod:`fedcluster.strategies.private`.
 
 No module here imports Flower.
 """

@@ -41,7 +41,7 @@ class ClusteringStrategy:
     Subclasses set :attr:`Options` (their method's options model) and
     implement :meth:`run_restart`; :meth:`fit` runs the restarts over a
     :class:`~fedcluster.federation.Federation`, scores each and keeps the best.
-    Flower's face of a strategy is :class:`fedcluster.federation.flower.FlowerStrategy`.
+    Flower's face of a strategy is :class:`fedcluster.server.flower.FlowerStrategy`.
 
     Parameters
     ----------
@@ -62,7 +62,7 @@ class ClusteringStrategy:
         ``node_wait_timeout``, ``round_timeout``), the quorum
         ``min_answer_fraction`` (:meth:`check_quorum`) and the privacy floor
         ``min_cluster_size`` sent with every request (see
-        :mod:`fedcluster.client.privacy`).
+        :mod:`fedcluster.local.floor`).
     """
 
     #: The method's options model: its settings, their defaults and allowed ranges.

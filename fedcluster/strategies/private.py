@@ -27,7 +27,7 @@ the decoded secure totals, which lie on the grid already.
 Distributed DP: a round of ``m`` participants with threshold ``t`` asks each
 client for noise of scale ``sigma / sqrt(t)``
 (:func:`~fedcluster.privacy.mechanism.client_noise_scale`, which the client computes again and
-holds the request to: :mod:`fedcluster.privacy.client`): the total noise has variance
+holds the request to: :mod:`fedcluster.local.private`): the total noise has variance
 ``s sigma^2 / t >= sigma^2`` whenever the ``s >= t`` survivors that secure
 aggregation needs answer, so the accountant's ``sigma`` is a lower bound
 (under SecAgg+ ``t`` is a neighbourhood's: each client adds more noise, and

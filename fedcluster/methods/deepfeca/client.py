@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ...client.privacy import check_reply, check_rows
-from ...client.steps import chunk_size, min_cluster_size, non_negative
+from ...local.floor import check_reply, check_rows
+from ...local.steps import chunk_size, min_cluster_size, non_negative
 from ...messages import ClientSummary, ProtocolError, finite_array, request_option, request_setting
 from ...numerics import assign, to_numpy
 from .options import DeepFeCAOptions, parse_shape

@@ -61,7 +61,7 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
       fuzzy sums and supports (:meth:`aggregate_totals`). Without DP that is
       the plain avg1 up to the fixed-point rounding, except that no client
       withholds a centre of fewer than ``min-cluster-size`` crisp rows (the
-      sum form's floor is per client, :mod:`fedcluster.privacy.client`).
+      sum form's floor is per client, :mod:`fedcluster.local.private`).
 
     Its settings are :class:`~.options.FFCMOptions`: ``algorithm``
     ``"ffcm-avg1"`` (eq. 8) or ``"ffcm-avg2"`` (eq. 9); ``fuzzifier``, the
