@@ -27,7 +27,8 @@ from .options import setting_defaults
 from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
 from .data.partition import SPLIT_HELP
 from .privacy.options import check_delta_for_rows
-from .server.artifacts import MODEL_FILE, format_result, read_model, result_to_dict
+from .server.artifacts import MODEL_FILE, read_model
+from .server.presentation import format_result, result_to_dict
 from .submit import add_submit_parser
 
 
