@@ -27,7 +27,8 @@ from .options import setting_defaults
 from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
 from .data.partition import SPLIT_HELP
 from .privacy.options import check_delta_for_rows
-from .server.artifacts import MODEL_FILE, format_result, read_model, result_to_dict
+from .server.artifacts import MODEL_FILE, read_model
+from .server.presentation import format_result, result_to_dict
 from .submit import add_submit_parser
 
 
@@ -73,7 +74,7 @@ def _simulate(args: argparse.Namespace) -> int:
     _check_row_length(config, dataset)
     check_delta_for_rows(config, n)
     if args.resume is not None:  # a wrong or damaged checkpoint fails here, before Ray starts
-        from .methods import build_strategy
+        from .config import build_strategy
         from .server.checkpoint import resume_point
 
         resume_point(args.resume, build_strategy(config), config.to_flower())

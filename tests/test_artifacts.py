@@ -18,7 +18,8 @@ import pytest
 import fedcluster.data.atomic
 from fedcluster.proto import cluster_model_pb2 as pb
 from fedcluster.server import artifacts
-from fedcluster.server.artifacts import HISTORY_COLUMNS, format_result, from_proto, read_model, result_to_dict, to_proto, write_history_csv, write_model, write_run
+from fedcluster.server.artifacts import HISTORY_COLUMNS, from_proto, read_model, to_proto, write_history_csv, write_model, write_run
+from fedcluster.server.presentation import format_result, result_to_dict
 from fedcluster.results import ArtifactError, RoundRecord, RunResult
 
 PROTO_DIR = Path(pb.__file__).parent

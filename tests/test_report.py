@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fedcluster.cli import _write_report, main
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.methods import METHODS
 from fedcluster.report import REPORT_FILE, Reference, verdict, write_report
 from fedcluster.server.artifacts import write_run

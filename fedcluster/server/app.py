@@ -11,9 +11,9 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from ..config import RunConfig
-from ..federation.flower import FlowerFederation
+from .flower import FlowerFederation
 from ..logs import colour_only_on_a_terminal, log
-from ..methods import build_strategy
+from ..config import build_strategy
 from ..preprocessing import fit_method
 from ..results import RunResult
 from .artifacts import write_run
