@@ -10,11 +10,15 @@ the server holds centroids, never rows. This module does not depend on Flower.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
 import math
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +29,10 @@ from .logs import counted
 from .options import changed_settings, setting_defaults
 from .results import RunResult
 from .server.artifacts import SCORE_MEANING
+from .strategies.progress import Progress
 
-__all__ = ["REPORT_FILE", "Reference", "ReportUnavailable", "render_report", "verdict",
-           "write_report"]
+__all__ = ["REPORT_FILE", "Reference", "ReportUnavailable", "RoundReports", "progress_result",
+           "render_report", "verdict", "write_report"]
 
 REPORT_FILE = "report.html"
 
@@ -50,26 +55,115 @@ class Reference:
 
 
 def write_report(result: RunResult, out_dir: str | os.PathLike[str], *,
-                 reference: Reference | None = None) -> Path:
+                 reference: Reference | None = None, running: str | None = None) -> Path:
     """Write ``report.html`` of ``result`` into ``out_dir``, atomically; return its path.
+
+    ``running``: see :func:`render_report`.
 
     Raises
     ------
     ReportUnavailable
         If matplotlib is not installed; nothing is written then.
     """
-    page = render_report(result, reference=reference)
+    page = render_report(result, reference=reference, running=running)
     path = Path(out_dir) / REPORT_FILE
     with atomic_write(path, "w") as fh:
         fh.write(page)
     return path
 
 
+class RoundReports:
+    """Replace ``report.html`` as a run goes on: give it to the strategy's ``checkpoint`` hook.
+
+    A page costs a few tenths of a second (matplotlib draws six charts), as
+    much as a round of a small run, so a page is written only while the time
+    spent writing pages stays within ``share`` of the time since the first
+    call: the first progress (the initialisation) always gets one, later
+    rounds as the budget allows. The run's last page, with its final verdict,
+    is the caller's to write (:func:`write_report`); a run interrupted keeps
+    the page of a round at most about ``1 / share`` page-writing times old.
+
+    Parameters
+    ----------
+    out_dir : path
+        The run's output directory.
+    settings : mapping
+        The method's settings (``strategy.settings``).
+    share : float
+        The share of the run's time that the pages may take (default: 10 %).
+    clock : callable
+        Seconds, monotonic (tests give their own).
+    """
+
+    def __init__(self, out_dir: str | os.PathLike[str], settings: dict, *, share: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.out_dir = Path(out_dir)
+        self.settings = dict(settings)
+        self.share = share
+        self.clock = clock
+        self.started: float | None = None
+        self.spent = 0.0
+
+    def __call__(self, progress: Progress) -> None:
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        elif self.spent > self.share * (now - self.started):
+            return
+        result = progress_result(progress, self.settings)
+        if result is None:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        write_report(result, self.out_dir, running=_running(progress, self.settings))
+        self.spent += self.clock() - now
+
+
+def progress_result(progress: Progress, settings: dict) -> RunResult | None:
+    """What a page can show of a run in progress, as a :class:`RunResult`; None: nothing yet.
+
+    The centroids are those of the restart in progress (or, between
+    restarts, of the best scored one so far); cluster sizes are measured
+    only when a restart is scored, so they are NaN until then; the score is
+    that of the restart's last scored round.
+    """
+    best = progress.best
+    own = progress.centroids is not None
+    if not own and best is None:
+        return None
+    if not own:
+        return dataclasses.replace(best, history=list(progress.history))
+    scores = [r.score for r in progress.history
+              if r.restart == progress.restart and math.isfinite(r.score)]
+    return RunResult(
+        algorithm=str(settings["algorithm"]), settings=settings, centroids=progress.centroids,
+        counts=np.full(len(progress.centroids), math.nan), score=scores[-1] if scores else math.nan,
+        n_points=0, rounds=progress.round or 0, converged=progress.converged,
+        best_restart=progress.restart, history=list(progress.history))
+
+
+def _running(progress: Progress, settings: dict) -> str:
+    restarts = int(settings.get("n-init", 1))
+    where = f"restart {progress.restart} (of {restarts}), " if restarts > 1 else ""
+    if progress.round is None:  # between restarts
+        where = f"{progress.restart} of {counted(restarts, 'restart')} scored"
+    else:
+        where += (f"round {progress.round} of at most {settings.get('num-server-rounds')} done"
+                  if progress.round else "initialised, no round yet")
+    return (f"In progress when written ({datetime.now(timezone.utc):%H:%M:%S} UTC): {where}. "
+            "This page is replaced as the run goes on and when it ends; a run interrupted "
+            "keeps it as it is.")
+
+
 # -- the page ------------------------------------------------------------------------------------
 
 
-def render_report(result: RunResult, *, reference: Reference | None = None) -> str:
-    """The HTML of the report of ``result`` (see the module docstring)."""
+def render_report(result: RunResult, *, reference: Reference | None = None,
+                  running: str | None = None) -> str:
+    """The HTML of the report of ``result`` (see the module docstring).
+
+    ``running``: the sentence that replaces the verdict on the page of a run in
+    progress (:class:`RoundReports`).
+    """
     Figure = _figure_class()
     e = html.escape
     sections = [
@@ -80,13 +174,12 @@ def render_report(result: RunResult, *, reference: Reference | None = None) -> s
         ("Clients per round", _clients_chart(Figure, result),
          "Sampled, answered and rejected clients of each round. The history records counts "
          "only; the reason for each rejection is in the server's log."),
-        ("Cluster sizes", _sizes_chart(Figure, result),
-         f"Points per cluster, {counted(result.n_points, 'point')} in all."),
+        ("Cluster sizes", _sizes_chart(Figure, result), _sizes_note(result)),
         ("Centroids", _centroid_chart(Figure, result, reference), _centroid_note(result, reference)),
         ("Privacy", _epsilon_chart(Figure, result), _privacy_note(result)),
     ]
     body = [f"<h1>fedcluster run: {e(result.algorithm)}, k = {result.n_clusters}</h1>",
-            f'<p class="verdict">{e(verdict(result))}</p>', _summary_table(result)]
+            f'<p class="verdict">{e(running or verdict(result))}</p>', _summary_table(result)]
     for title, chart, note in sections:
         body += [f"<h2>{e(title)}</h2>", f"<p>{e(note)}</p>", chart]
     body += _settings_section(result)
@@ -128,7 +221,8 @@ def _summary_table(result: RunResult) -> str:
         ("created", f"{result.created:%Y-%m-%d %H:%M:%S} UTC, fedcluster {result.version}"),
         ("clusters (k)", result.n_clusters),
         ("dimension (d)", result.dimension),
-        ("points", result.n_points),
+        ("points", result.n_points if np.all(np.isfinite(result.counts))
+         else "counted when the restart is scored"),
         ("rounds", result.rounds),
         ("best restart", result.best_restart),
         ("score", f"{result.score:.6g} ({meaning})"),
@@ -173,6 +267,12 @@ def _score_note(result: RunResult, reference: Reference | None) -> str:
     if not any(math.isfinite(r.score) for r in result.history):
         note += " No round's score was measured (under DP the score is not computed)."
     return note
+
+
+def _sizes_note(result: RunResult) -> str:
+    if not np.all(np.isfinite(result.counts)):
+        return "Measured when the restart is scored, at its end."
+    return f"Points per cluster, {counted(result.n_points, 'point')} in all."
 
 
 def _centroid_note(result: RunResult, reference: Reference | None) -> str:
@@ -300,6 +400,8 @@ def _clients_chart(Figure, result: RunResult) -> str:
 
 
 def _sizes_chart(Figure, result: RunResult) -> str:
+    if not np.all(np.isfinite(result.counts)):
+        return ""
     fig, ax = _axes(Figure, "points")
     ax.bar(np.arange(result.n_clusters), result.counts, color="tab:blue")
     ax.set_xlabel("cluster")
@@ -331,7 +433,7 @@ def _centroid_chart(Figure, result: RunResult, reference: Reference | None) -> s
     if truth is not None:
         ax.scatter(truth[:, 0], truth[:, 1], marker="x", color="k", label="true centres")
     total = result.counts.sum()
-    sizes = 20 + 200 * result.counts / total if total > 0 else 40
+    sizes = 20 + 200 * result.counts / total if total > 0 else 40  # NaN total: not yet measured
     ax.scatter(points[:, 0], points[:, 1], s=sizes, facecolors="none", edgecolors="tab:red",
                label="centroids")
     for j, (x, y) in enumerate(points):
