@@ -16,7 +16,7 @@ import pytest
 from fedcluster.cli import _write_report, main
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods import METHODS
-from fedcluster.report import REPORT_FILE, Reference, verdict, write_report
+from fedcluster.report import REPORT_FILE, Reference, RoundReports, verdict, write_report
 from fedcluster.server.artifacts import write_run
 
 pytest.importorskip("matplotlib", reason="the report's charts need matplotlib (the test extra)")
@@ -205,3 +205,80 @@ def _framed_lines(dark: np.ndarray, length: int) -> int:
     lined = np.array([np.convolve(row, window, "valid").max() >= length
                       for row in dark.astype(int)])
     return int(np.count_nonzero(lined[1:] & ~lined[:-1]) + lined[0])
+
+
+# -- pages while the run goes on (RoundReports, the strategy's checkpoint hook) --------------------
+def _fit_with_pages(tmp_path: Path, reports_of, **settings) -> tuple[list[str | None], Path]:
+    """Fit DWF on three blobs with a RoundReports hook; the page after each progress (None: none)."""
+    rng = np.random.default_rng(0)
+    X = np.concatenate([c + rng.normal(size=(100, 2)) for c in CENTRES])
+    strategy = METHODS["dwf"].strategy(algorithm="dwf", k=3, tol=0.0, **settings)
+    out = tmp_path / "running"
+    reports = reports_of(out, strategy.settings)
+    pages: list[str | None] = []
+
+    def hook(progress):
+        reports(progress)
+        page = out / REPORT_FILE
+        pages.append(page.read_text(encoding="utf-8") if page.exists() else None)
+        page.unlink(missing_ok=True)
+
+    strategy.fit(InMemoryFederation([X[0::2], X[1::2]]), checkpoint=hook)
+    return pages, out
+
+
+def test_a_run_in_progress_has_a_page_after_each_round_while_pages_are_cheap(tmp_path):
+    pages, _ = _fit_with_pages(tmp_path, lambda out, s: RoundReports(out, s, share=1e9),
+                               num_server_rounds=3)
+    # The initialisation, three rounds, the scored restart.
+    assert len(pages) == 5 and None not in pages
+    after_round_2 = pages[2]
+    assert "In progress when written" in after_round_2
+    assert "round 2 of at most 3 done" in after_round_2
+    assert "This page is replaced as the run goes on" in after_round_2
+    page = Page(after_round_2)
+    assert list(page.headings) == list(SECTIONS)
+    # Score, movement, clients and centroids; the sizes are counted when the restart is scored.
+    assert page.svgs == 4 and "Measured when the restart is scored" in after_round_2
+    assert "restart 0" in after_round_2
+    # Between restarts the page shows the best scored restart, its sizes measured.
+    assert "1 of 1 restart scored" in pages[-1] and Page(pages[-1]).svgs == 5
+
+
+def test_pages_take_at_most_their_share_of_the_run_time(tmp_path):
+    """With each page costing 1 s and 1 s between calls, a 10 % share skips rounds."""
+    ticks = iter(range(1000))
+    pages, _ = _fit_with_pages(tmp_path, lambda out, s: RoundReports(
+        out, s, share=0.1, clock=lambda: float(next(ticks))), num_server_rounds=20)
+    written = [i for i, page in enumerate(pages) if page is not None]
+    # The first page (the initialisation) always; the next once 1 s of pages is within 10 %
+    # of the time since the first (the clock reads 10), then 2 s within 10 % of 20 s.
+    assert len(pages) == 22 and written == [0, 9, 18], written
+
+
+def test_fedcluster_report_has_no_options_it_would_ignore(capsys):
+    for option in ("--clients", "--split"):
+        with pytest.raises(SystemExit) as info:
+            main(["report", "results", option, "3"])
+        assert info.value.code == 2
+        assert f"unrecognized arguments: {option} 3" in capsys.readouterr().err
+
+
+def test_simulate_refuses_to_replace_a_finished_run_unless_told(tmp_path, capsys, monkeypatch):
+    _, out = _run(tmp_path, "finished", num_server_rounds=2)
+    before = (out / "model.pb").read_bytes()
+    capsys.readouterr()
+    assert main(["simulate", "--out", str(out), "--clients", "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"fedcluster: error: --out {out} holds a finished run ({out / 'model.pb'}); give another "
+        "--out, or --overwrite to replace it\n")
+    assert (out / "model.pb").read_bytes() == before
+    # --overwrite goes on to the simulation (stopped here: what follows is the simulation's).
+    from fedcluster import simulation
+
+    def stop(*args, **kwargs):
+        raise simulation.SimulationError("the simulation would start here")
+
+    monkeypatch.setattr(simulation, "simulate", stop)
+    assert main(["simulate", "--out", str(out), "--clients", "2", "--overwrite"]) == 1
+    assert capsys.readouterr().err.endswith("error: the simulation would start here\n")
