@@ -78,10 +78,11 @@ class RoundReports:
     A page costs a few tenths of a second (matplotlib draws six charts), as
     much as a round of a small run, so a page is written only while the time
     spent writing pages stays within ``share`` of the time since the first
-    call: the first progress (the initialisation) always gets one, later
-    rounds as the budget allows. The run's last page, with its final verdict,
-    is the caller's to write (:func:`write_report`); a run interrupted keeps
-    the page of a round at most about ``1 / share`` page-writing times old.
+    call (importing matplotlib not counted): the first progress (the
+    initialisation) always gets one, later rounds as the budget allows. The
+    run's last page, with its final verdict, is the caller's to write
+    (:func:`write_report`); a run interrupted keeps the page of a round at
+    most about ``1 / share`` page-writing times old.
 
     Parameters
     ----------
@@ -105,10 +106,11 @@ class RoundReports:
         self.spent = 0.0
 
     def __call__(self, progress: Progress) -> None:
-        now = self.clock()
         if self.started is None:
-            self.started = now
-        elif self.spent > self.share * (now - self.started):
+            _figure_class()  # importing matplotlib (a second) is no page's cost: the last needs it
+            self.started = self.clock()
+        now = self.clock()
+        if self.spent > self.share * (now - self.started):
             return
         result = progress_result(progress, self.settings)
         if result is None:

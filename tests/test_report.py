@@ -246,14 +246,14 @@ def test_a_run_in_progress_has_a_page_after_each_round_while_pages_are_cheap(tmp
 
 
 def test_pages_take_at_most_their_share_of_the_run_time(tmp_path):
-    """With each page costing 1 s and 1 s between calls, a 10 % share skips rounds."""
+    """A clock that each reading moves on by 1 s: a page costs 1 s, a round 1 s."""
     ticks = iter(range(1000))
     pages, _ = _fit_with_pages(tmp_path, lambda out, s: RoundReports(
         out, s, share=0.1, clock=lambda: float(next(ticks))), num_server_rounds=20)
     written = [i for i, page in enumerate(pages) if page is not None]
-    # The first page (the initialisation) always; the next once 1 s of pages is within 10 %
-    # of the time since the first (the clock reads 10), then 2 s within 10 % of 20 s.
-    assert len(pages) == 22 and written == [0, 9, 18], written
+    # The first page (the initialisation) always, the clock started at 0 and read at 1; the
+    # next once 1 s of pages is within 10 % of the time since (it reads 10), then 2 s of 20 s.
+    assert len(pages) == 22 and written == [0, 8, 17], written
 
 
 def test_fedcluster_report_has_no_options_it_would_ignore(capsys):
