@@ -173,9 +173,10 @@ def render_report(result: RunResult, *, reference: Reference | None = None,
         ("Centroid movement per round", _movement_chart(Figure, result),
          "How far the centroids moved in each training round, by the method's measure (the "
          "Frobenius norm of the change for the k-means methods)."),
-        ("Clients per round", _clients_chart(Figure, result),
-         "Sampled, answered and rejected clients of each round. The history records counts "
-         "only; the reason for each rejection is in the server's log."),
+        ("Clients per round", _clients_chart(Figure, result) + _rejections(result),
+         "Sampled, answered and rejected clients of each round; the table below the chart "
+         "gives the reason of each rejection. A client silent until the round timeout counts "
+         "as neither answered nor rejected."),
         ("Cluster sizes", _sizes_chart(Figure, result), _sizes_note(result)),
         ("Centroids", _centroid_chart(Figure, result, reference), _centroid_note(result, reference)),
         ("Privacy", _epsilon_chart(Figure, result), _privacy_note(result)),
@@ -239,6 +240,21 @@ def _table(rows, header: tuple[str, ...] = ()) -> str:
         lines.append("<tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
     lines += ["<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in row) + "</tr>" for row in rows]
     return "\n".join([*lines, "</table>"])
+
+
+#: Rejections listed on the page; the model file and the server's log have them all.
+SHOWN_REJECTIONS = 50
+
+
+def _rejections(result: RunResult) -> str:
+    rows = [(r.restart, r.phase, r.round, reason) for r in result.history for reason in r.rejections]
+    if not rows:
+        return "<p>No answer was rejected.</p>"
+    more = len(rows) - SHOWN_REJECTIONS
+    return (_table(rows[:SHOWN_REJECTIONS], ("restart", "phase", "round", "rejected: why"))
+            + (f"\n<p>{more} more rejection(s) in the model file "
+               "(<code>fedcluster inspect --json</code>) and the server's log.</p>"
+               if more > 0 else ""))
 
 
 def _settings_section(result: RunResult) -> list[str]:

@@ -282,3 +282,31 @@ def test_simulate_refuses_to_replace_a_finished_run_unless_told(tmp_path, capsys
     monkeypatch.setattr(simulation, "simulate", stop)
     assert main(["simulate", "--out", str(out), "--clients", "2", "--overwrite"]) == 1
     assert capsys.readouterr().err.endswith("error: the simulation would start here\n")
+
+
+def test_each_rejection_is_on_the_page_with_its_reason_and_in_the_model(tmp_path):
+    """A client whose counts are not whole numbers is rejected every round, by name and reason."""
+    from fedcluster.client.respond import respond
+    from fedcluster.server.artifacts import read_model
+
+    def fractional(X, request, node_config):
+        summary = respond(X, request, node_config)
+        if summary.counts is None:
+            return summary
+        return dataclasses.replace(summary, counts=summary.counts + 0.5)
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([c + rng.normal(size=(100, 2)) for c in CENTRES])
+    strategy = METHODS["dwf"].strategy(algorithm="dwf", k=3, num_server_rounds=2, tol=0.0)
+    result = strategy.fit(InMemoryFederation([X[0::3], X[1::3], X[2::3]],
+                                             responders={2: fractional}))
+    out = tmp_path / "rejected"
+    write_run(result, out)
+    text = write_report(result, out).read_text(encoding="utf-8")
+    trained = [r for r in read_model(out / "model.pb").history if r.phase == "train"]
+    assert [r.rejections for r in trained] == [
+        ("node 2: malformed reply: 'counts' are not whole numbers",)] * 2
+    clients = text.split("<h2>Clients per round</h2>")[1].split("<h2>")[0]
+    why = "<td>node 2: malformed reply: &#x27;counts&#x27; are not whole numbers</td>"
+    for phase, round_ in (("init", 0), ("train", 1), ("train", 2)):
+        assert f"<tr><td>0</td><td>{phase}</td><td>{round_}</td>{why}</tr>" in clients
