@@ -1,7 +1,7 @@
 """``report.html``: one self-contained page per run, from what its ``model.pb`` holds.
 
-The page carries its charts as inline SVG (matplotlib, imported only here and
-only when a report is made), so it opens offline, from a mail attachment as
+The page carries its charts as inline SVG (:mod:`fedcluster.charts`: matplotlib,
+imported only when a report is made), so it opens offline, from a mail attachment as
 from the out-dir. Equal inputs give byte-identical pages: ``fedcluster report
 DIR`` regenerates what ``fedcluster simulate`` wrote. The centroid chart of
 data above two dimensions projects the centroids on their own principal axes:
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import io
 import math
 import os
 import time
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .charts import ChartsUnavailable as ReportUnavailable
+from .charts import figure_class, line_chart, new_axes, outside_legend, svg
 from .config import RunConfig
 from .data.atomic import atomic_write
 from .logs import counted
@@ -35,10 +36,6 @@ __all__ = ["REPORT_FILE", "Reference", "ReportUnavailable", "RoundReports", "pro
            "render_report", "verdict", "write_report"]
 
 REPORT_FILE = "report.html"
-
-
-class ReportUnavailable(ImportError):
-    """matplotlib, which draws the charts, is not installed."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +104,7 @@ class RoundReports:
 
     def __call__(self, progress: Progress) -> None:
         if self.started is None:
-            _figure_class()  # importing matplotlib (a second) is no page's cost: the last needs it
+            figure_class()  # importing matplotlib (a second) is no page's cost: the last needs it
             self.started = self.clock()
         now = self.clock()
         if self.spent > self.share * (now - self.started):
@@ -166,20 +163,20 @@ def render_report(result: RunResult, *, reference: Reference | None = None,
     ``running``: the sentence that replaces the verdict on the page of a run in
     progress (:class:`RoundReports`).
     """
-    Figure = _figure_class()
+    figure_class()  # no matplotlib, no page: ReportUnavailable before any chart
     e = html.escape
     sections = [
-        ("Score per round", _score_chart(Figure, result, reference), _score_note(result, reference)),
-        ("Centroid movement per round", _movement_chart(Figure, result),
+        ("Score per round", _score_chart(result, reference), _score_note(result, reference)),
+        ("Centroid movement per round", _movement_chart(result),
          "How far the centroids moved in each training round, by the method's measure (the "
          "Frobenius norm of the change for the k-means methods)."),
-        ("Clients per round", _clients_chart(Figure, result) + _rejections(result),
+        ("Clients per round", _clients_chart(result) + _rejections(result),
          "Sampled, answered and rejected clients of each round; the table below the chart "
          "gives the reason of each rejection. A client silent until the round timeout counts "
          "as neither answered nor rejected."),
-        ("Cluster sizes", _sizes_chart(Figure, result), _sizes_note(result)),
-        ("Centroids", _centroid_chart(Figure, result, reference), _centroid_note(result, reference)),
-        ("Privacy", _epsilon_chart(Figure, result), _privacy_note(result)),
+        ("Cluster sizes", _sizes_chart(result), _sizes_note(result)),
+        ("Centroids", _centroid_chart(result, reference), _centroid_note(result, reference)),
+        ("Privacy", _epsilon_chart(result), _privacy_note(result)),
     ]
     body = [f"<h1>fedcluster run: {e(result.algorithm)}, k = {result.n_clusters}</h1>",
             f'<p class="verdict">{e(running or verdict(result))}</p>', _summary_table(result)]
@@ -322,43 +319,6 @@ def _privacy_note(result: RunResult) -> str:
 # -- charts --------------------------------------------------------------------------------------
 
 
-def _figure_class():
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise ReportUnavailable(
-            "matplotlib is not installed (pip install 'fedcluster[bench]')") from exc
-    return Figure
-
-
-def _svg(fig) -> str:
-    """The figure as inline SVG, the same bytes for the same figure (no date, fixed ids)."""
-    import matplotlib
-
-    buffer = io.StringIO()
-    # Figure.savefig leaves pyplot's global backend alone; the salt fixes the ids of clip paths.
-    with matplotlib.rc_context({"svg.hashsalt": "fedcluster-report", "svg.fonttype": "none"}):
-        fig.savefig(buffer, format="svg", bbox_inches="tight",
-                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
-
-
-def _axes(Figure, ylabel: str, *, width: float = 6.4, height: float = 3.2, whole_x: bool = True):
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_subplot()
-    # Rounds, exchanges and cluster numbers are whole: no tick at 1.5.
-    ax.xaxis.get_major_locator().set_params(integer=whole_x)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    return fig, ax
-
-
-def _outside_legend(ax) -> None:
-    """A legend beside the axes, where it cannot cover a curve."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-
-
 def _per_restart(result: RunResult, value) -> dict[int, tuple[list[int], list[float]]]:
     lines: dict[int, tuple[list[int], list[float]]] = {}
     for r in result.history:
@@ -369,41 +329,33 @@ def _per_restart(result: RunResult, value) -> dict[int, tuple[list[int], list[fl
     return lines
 
 
-def _round_chart(Figure, result: RunResult, value, ylabel: str,
-                 reference: float | None = None, reference_label: str = "") -> str:
-    fig, ax = _axes(Figure, ylabel)
-    for restart, (xs, ys) in sorted(_per_restart(result, value).items()):
-        ax.plot(xs, ys, marker=".", label=f"restart {restart}")
-    if reference is not None:
-        ax.axhline(reference, color="k", linestyle="--", label=reference_label)
-    if not ax.lines:
-        ax.text(0.5, 0.5, "nothing recorded", ha="center", va="center", transform=ax.transAxes)
-    else:
-        _outside_legend(ax)
-    ax.set_xlabel("round")
-    return _svg(fig)
+def _round_chart(result: RunResult, value, ylabel: str, reference: float | None = None,
+                 reference_label: str = "") -> str:
+    series = {f"restart {restart}": line
+              for restart, line in sorted(_per_restart(result, value).items())}
+    return svg(line_chart(series, ylabel, reference=reference, reference_label=reference_label))
 
 
-def _score_chart(Figure, result: RunResult, reference: Reference | None) -> str:
+def _score_chart(result: RunResult, reference: Reference | None) -> str:
     known = reference is not None and math.isfinite(reference.score)
-    return _round_chart(Figure, result, lambda r: r.score, "score",
+    return _round_chart(result, lambda r: r.score, "score",
                         reference.score if known else None,
                         f"true centres of {reference.name}" if known else "")
 
 
-def _movement_chart(Figure, result: RunResult) -> str:
-    return _round_chart(Figure, result, lambda r: r.movement, "centroid movement")
+def _movement_chart(result: RunResult) -> str:
+    return _round_chart(result, lambda r: r.movement, "centroid movement")
 
 
-def _epsilon_chart(Figure, result: RunResult) -> str:
+def _epsilon_chart(result: RunResult) -> str:
     if result.settings.get("dp", "off") == "off":
         return ""
-    return _round_chart(Figure, result, lambda r: r.epsilon, "epsilon spent",
+    return _round_chart(result, lambda r: r.epsilon, "epsilon spent",
                         result.settings.get("dp-epsilon"), "budget")
 
 
-def _clients_chart(Figure, result: RunResult) -> str:
-    fig, ax = _axes(Figure, "clients")
+def _clients_chart(result: RunResult) -> str:
+    fig, ax = new_axes("clients")
     steps = np.arange(len(result.history))
     # Sampled as bars behind the lines: with every client answering, the lines would coincide.
     ax.bar(steps, [r.clients_sampled for r in result.history], color="0.85", label="sampled")
@@ -411,27 +363,27 @@ def _clients_chart(Figure, result: RunResult) -> str:
         counts = [getattr(r, f"clients_{name}") for r in result.history]
         ax.plot(steps, counts, marker=".", color=colour, label=name)
     if len(steps):
-        _outside_legend(ax)
+        outside_legend(ax)
     ax.set_xlabel("exchange (in order; restarts and the initialisation included)")
     ax.yaxis.get_major_locator().set_params(integer=True)
-    return _svg(fig)
+    return svg(fig)
 
 
-def _sizes_chart(Figure, result: RunResult) -> str:
+def _sizes_chart(result: RunResult) -> str:
     if not np.all(np.isfinite(result.counts)):
         return ""
-    fig, ax = _axes(Figure, "points")
+    fig, ax = new_axes("points")
     ax.bar(np.arange(result.n_clusters), result.counts, color="tab:blue")
     ax.set_xlabel("cluster")
-    return _svg(fig)
+    return svg(fig)
 
 
 def _comparable(result: RunResult, reference: Reference | None) -> bool:
     return reference is not None and reference.centres.shape[1:] == (result.dimension,)
 
 
-def _centroid_chart(Figure, result: RunResult, reference: Reference | None) -> str:
-    fig, ax = _axes(Figure, "", width=5.0, height=5.0, whole_x=False)
+def _centroid_chart(result: RunResult, reference: Reference | None) -> str:
+    fig, ax = new_axes("", width=5.0, height=5.0, whole_x=False)
     centroids = result.original_centroids
     truth = reference.centres if _comparable(result, reference) else None
     if result.dimension == 1:
@@ -458,5 +410,5 @@ def _centroid_chart(Figure, result: RunResult, reference: Reference | None) -> s
         ax.annotate(str(j), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel(axes[0])
     ax.set_ylabel(axes[1])
-    _outside_legend(ax)
-    return _svg(fig)
+    outside_legend(ax)
+    return svg(fig)

@@ -310,3 +310,20 @@ def test_each_rejection_is_on_the_page_with_its_reason_and_in_the_model(tmp_path
     why = "<td>node 2: malformed reply: &#x27;counts&#x27; are not whole numbers</td>"
     for phase, round_ in (("init", 0), ("train", 1), ("train", 2)):
         assert f"<tr><td>0</td><td>{phase}</td><td>{round_}</td>{why}</tr>" in clients
+
+
+# -- the charts shared with `fedcluster bench` -------------------------------------------------------
+@pytest.mark.parametrize(("entries", "columns"), [(3, 1), (16, 1), (25, 2)])
+def test_a_legend_stands_beside_the_curves_in_columns_for_a_large_grid(entries, columns):
+    from fedcluster.charts import line_chart
+
+    rounds = np.arange(1, 31)
+    series = {f"method {i} setting {i}": (rounds, 100.0 / rounds + i) for i in range(entries)}
+    fig = line_chart(series, "score", log_y=True)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    texts = ax.get_legend().get_texts()
+    assert len(texts) == entries
+    assert len({round(t.get_window_extent().x0) for t in texts}) == columns
+    # Wholly right of the axes: no curve under it.
+    assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
