@@ -17,6 +17,8 @@ from pathlib import Path
 __all__ = ["ChartsUnavailable", "figure_class", "line_chart", "new_axes", "outside_legend",
            "save_png", "svg"]
 
+#: The line style of each ten lines (matplotlib's colour cycle repeats after ten).
+LINE_STYLES = ("-", "--", ":")
 #: Legend entries per column: about a chart's height at the legend's font size.
 LEGEND_ROWS = 16
 
@@ -60,8 +62,10 @@ def line_chart(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], yl
     With nothing to draw the axes say so in their middle (a chart is never blank).
     """
     fig, ax = new_axes(ylabel)
-    for label, (xs, ys) in series.items():
-        ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=label)
+    for i, (label, (xs, ys)) in enumerate(series.items()):
+        # The colour cycle has ten colours: the next ten lines are dashed, then dotted.
+        ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=label,
+                linestyle=LINE_STYLES[i // 10 % len(LINE_STYLES)])
     if reference is not None:
         ax.axhline(reference, color="k", linestyle="--", label=reference_label)
     if not ax.lines:
