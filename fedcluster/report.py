@@ -121,12 +121,14 @@ def progress_result(progress: Progress, settings: dict) -> RunResult | None:
     """What a page can show of a run in progress, as a :class:`RunResult`; None: nothing yet.
 
     The centroids are those of the restart in progress (or, between
-    restarts, of the best scored one so far); cluster sizes are measured
-    only when a restart is scored, so they are NaN until then; the score is
-    that of the restart's last scored round.
+    restarts or while those are not all finite, of the best scored restart
+    so far); cluster sizes are measured only when a restart is scored, so
+    they are NaN until then; the score is that of the restart's last scored
+    round.
     """
     best = progress.best
-    own = progress.centroids is not None
+    # A method may leave a centroid undefined between rounds (NaN): a page must not end the run.
+    own = progress.centroids is not None and bool(np.all(np.isfinite(progress.centroids)))
     if not own and best is None:
         return None
     if not own:
