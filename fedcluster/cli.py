@@ -172,12 +172,22 @@ def _write_report(result, out: Path, reference) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import ReportUnavailable, write_report
+    from .report import ReportUnavailable, write_progress_report, write_report
+    from .server.checkpoint import checkpoint_path, read_checkpoint
 
-    result = read_model(args.dir / MODEL_FILE)
-    reference = None if args.dataset is None else _reference(result, _dataset(args))
+    model = args.dir / MODEL_FILE
     try:
-        path = write_report(result, args.dir, reference=reference)
+        if not model.exists() and checkpoint_path(args.dir).is_file():
+            # A run interrupted (or still going): the page of where its checkpoint stands.
+            body, progress = read_checkpoint(args.dir)
+            path = write_progress_report(progress, body["settings"], args.dir)
+            if path is None:
+                raise ConfigError(f"{checkpoint_path(args.dir)}: the run has no centroids yet: "
+                                  "nothing to report")
+        else:
+            result = read_model(model)
+            reference = None if args.dataset is None else _reference(result, _dataset(args))
+            path = write_report(result, args.dir, reference=reference)
     except ReportUnavailable as exc:
         print(f"fedcluster: error: report not written: {exc}", file=sys.stderr)
         return 2
@@ -609,7 +619,8 @@ def _parser() -> argparse.ArgumentParser:
         "report", help="write a run's report.html again from its model.pb",
         description="Write report.html into DIR from DIR/model.pb: the run's verdict, score, "
         "movement, clients, cluster sizes, centroids, privacy budget and changed settings, as "
-        "`fedcluster simulate` writes it. With the run's --dataset (and --seed and --blobs-* "
+        "`fedcluster simulate` writes it (a run without model.pb, interrupted: the page of its "
+        "checkpoint.json). With the run's --dataset (and --seed and --blobs-* "
         "options for blobs), the score and centroid charts show the data set's true centres.")
     rep.add_argument("dir", type=Path, help="a run's output directory (its --out)")
     _data_options(rep, dataset=None, title="the run's data (for the true centres only)",

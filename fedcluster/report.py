@@ -33,7 +33,7 @@ from .server.artifacts import SCORE_MEANING
 from .strategies.progress import Progress
 
 __all__ = ["REPORT_FILE", "Reference", "ReportUnavailable", "RoundReports", "progress_result",
-           "render_report", "verdict", "write_report"]
+           "render_report", "verdict", "write_progress_report", "write_report"]
 
 REPORT_FILE = "report.html"
 
@@ -109,12 +109,18 @@ class RoundReports:
         now = self.clock()
         if self.spent > self.share * (now - self.started):
             return
-        result = progress_result(progress, self.settings)
-        if result is None:
-            return
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        write_report(result, self.out_dir, running=_running(progress, self.settings))
+        write_progress_report(progress, self.settings, self.out_dir)
         self.spent += self.clock() - now
+
+
+def write_progress_report(progress: Progress, settings: dict,
+                          out_dir: str | os.PathLike[str]) -> Path | None:
+    """Write the page of a run in progress (:func:`progress_result`); None: nothing to show yet."""
+    result = progress_result(progress, settings)
+    if result is None:
+        return None
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return write_report(result, out_dir, running=_running(progress, settings))
 
 
 def progress_result(progress: Progress, settings: dict) -> RunResult | None:

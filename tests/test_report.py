@@ -327,3 +327,30 @@ def test_a_legend_stands_beside_the_curves_in_columns_for_a_large_grid(entries, 
     assert len({round(t.get_window_extent().x0) for t in texts}) == columns
     # Wholly right of the axes: no curve under it.
     assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
+
+
+def test_fedcluster_report_of_an_interrupted_run_is_the_page_of_its_checkpoint(tmp_path, capsys):
+    from fedcluster.server.checkpoint import CheckpointWriter
+
+    class Interrupted(Exception):
+        pass
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([c + rng.normal(size=(100, 2)) for c in CENTRES])
+    strategy = METHODS["dwf"].strategy(algorithm="dwf", k=3, num_server_rounds=6, tol=0.0)
+    out = tmp_path / "cut"
+    checkpoint = CheckpointWriter(out, strategy.settings, {})
+
+    def stop_after_round_2(progress):
+        checkpoint(progress)
+        if progress.round == 2:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        strategy.fit(InMemoryFederation([X[0::2], X[1::2]]), checkpoint=stop_after_round_2)
+    capsys.readouterr()  # the run's log
+    assert main(["report", str(out)]) == 0
+    assert capsys.readouterr().out == f"report: {out / REPORT_FILE}\n"
+    page = (out / REPORT_FILE).read_text(encoding="utf-8")
+    assert "In progress when written" in page and "round 2 of at most 6 done" in page
+    assert Page(page).svgs == 4  # no cluster sizes before the restart is scored
