@@ -307,6 +307,9 @@ def _check_history(result: RunResult) -> None:
                 len(r.participants) != r.clients_answered):
             raise ArtifactError(f"{row}: participants {list(r.participants)} are not "
                                 f"{r.clients_answered} distinct node ids, one per answer")
+        if len(r.rejections) > r.clients_rejected:
+            raise ArtifactError(f"{row}: {len(r.rejections)} rejection reasons for "
+                                f"{r.clients_rejected} rejected answers")
 
 
 def _setting_to_proto(value: SettingScalar) -> pb.SettingValue:
@@ -348,6 +351,7 @@ def _record_from_proto(msg: pb.RoundRecord) -> RoundRecord:
         participants=tuple(msg.participants),
         phase=msg.phase,
         epsilon=msg.epsilon if msg.HasField("epsilon") else math.nan,
+        rejections=tuple(msg.rejections),
     )
 
 

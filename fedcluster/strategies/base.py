@@ -523,6 +523,10 @@ def exact_score(summaries: Iterable[ClientSummary], factors: Iterable[float] | N
                  / sum(f * s.n for s, f in zip(summaries, factors)))
 
 
+#: The longest rejection reason a round's record keeps (the log has it whole).
+REASON_CHARS = 200
+
+
 def round_record(restart: int, round_: int, phase: str, movement: float, score: float,
                  exchange: Exchange, epsilon: float = math.nan) -> RoundRecord:
     """The history row of one request round (``epsilon``: the DP budget spent so far)."""
@@ -537,6 +541,9 @@ def round_record(restart: int, round_: int, phase: str, movement: float, score: 
         participants=tuple(exchange.accepted),
         phase=phase,
         epsilon=epsilon,
+        # A reason quotes the client's own error text: bounded, it cannot swell the model file.
+        rejections=tuple(f"node {node}: {reason}"[:REASON_CHARS]
+                         for node, reason in exchange.rejected.items()),
     )
 
 
