@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import itertools
 import logging
 import math
 import os
@@ -60,7 +61,7 @@ def _simulate(args: argparse.Namespace) -> int:
     given = {key: value for key, value in vars(args).items()
              if key in RunConfig.model_fields or key.replace("-", "_") in RunConfig.model_fields}
     # A resumed run writes its files where it left its checkpoint unless told otherwise.
-    out = args.out or args.resume or Path(RunConfig().out_dir)
+    out = args.out or args.resume or _default_out(args.overwrite)
     dataset, parts = _partitioned(args)
     n, d = dataset.X.shape
     config = RunConfig.from_mapping({
@@ -320,6 +321,23 @@ def _check_feasible(p: int, k: int, asked: str, sizes: list[int]) -> None:
         raise ConfigError(f"the {counted(len(sizes), 'client')} can send at most "
                           f"{counted(clusters, 'cluster')} of --min-cluster-size {p} rows or more, "
                           f"fewer than {asked} {k}; use fewer --clients or a smaller k")
+
+
+def _default_out(replace: bool) -> Path:
+    """RunConfig's out-dir, or where an earlier run is there, the first free ``results-N``.
+
+    A user who types the README's commands one after another without ``--out``
+    keeps every run, and the refusal of :func:`_check_out` is for an ``--out``
+    named on purpose.
+    """
+    default = Path(RunConfig().out_dir)
+    if replace or not (default / MODEL_FILE).exists():
+        return default
+    free = next(default.with_name(f"{default.name}-{i}") for i in itertools.count(2)
+                if not default.with_name(f"{default.name}-{i}").exists())
+    print(f"fedcluster: {default} holds an earlier run; this one writes to {free} (--out to "
+          "choose, --overwrite to replace it)", flush=True)
+    return free
 
 
 def _check_out(out: Path, *, replace: bool) -> None:

@@ -284,6 +284,30 @@ def test_simulate_refuses_to_replace_a_finished_run_unless_told(tmp_path, capsys
     assert capsys.readouterr().err.endswith("error: the simulation would start here\n")
 
 
+def test_a_second_run_without_out_keeps_the_first_and_writes_beside_it(tmp_path, capsys,
+                                                                       monkeypatch):
+    """The README's commands typed one after another (no --out) lose no run and are not refused."""
+    from fedcluster import simulation
+
+    monkeypatch.chdir(tmp_path)
+    for taken in ("results", "results-2"):
+        (tmp_path / taken).mkdir()
+    (tmp_path / "results" / "model.pb").write_bytes(b"an earlier run")
+    seen = []
+
+    def stop(config, *args, **kwargs):
+        seen.append(config.out_dir)
+        raise simulation.SimulationError("the simulation would start here")
+
+    monkeypatch.setattr(simulation, "simulate", stop)
+    assert main(["simulate", "--clients", "2"]) == 1
+    assert seen == ["results-3"]
+    assert "results holds an earlier run; this one writes to results-3" in capsys.readouterr().out
+    assert main(["simulate", "--clients", "2", "--overwrite"]) == 1
+    assert seen[-1] == "results"
+    assert (tmp_path / "results" / "model.pb").read_bytes() == b"an earlier run"
+
+
 def test_each_rejection_is_on_the_page_with_its_reason_and_in_the_model(tmp_path):
     """A client whose counts are not whole numbers is rejected every round, by name and reason."""
     from fedcluster.client.respond import respond
