@@ -25,10 +25,11 @@ from fedcluster.config import RunConfig
 from fedcluster.data import partition_indices
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods import build_strategy
-from fedcluster.numerics.outliers import ROW_CAP_MULTIPLE, declared_row_factors
+from fedcluster.numerics.outliers import (REACH_RATIO, ROW_CAP_MULTIPLE, declared_row_factors,
+                                         reach_outliers)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from poisoning import told  # noqa: E402
+from poisoning import every_method_run, told  # noqa: E402
 
 
 def fit(parts, liars=(), lie="counts x1e9", **settings):
@@ -65,7 +66,9 @@ def test_a_client_declaring_1e9_times_its_rows_cannot_falsify_the_score(s1, flwr
     assert result.counts.sum() == pytest.approx(5000)
     assert ("node 0 declares 1000000000000 rows, over 1000 x the median client's 1000: counted as "
             "1000 in the score") in messages(flwr_log)
-    assert "rejected node" not in messages(flwr_log)
+    # its centroid at (5e6, 5e6) is far: rejected in every step, and nobody else
+    assert "rejected node 0: its centroids reach" in messages(flwr_log)
+    assert "rejected node" not in messages(flwr_log).replace("rejected node 0", "")
 
 
 def test_trust_clients_counts_the_declared_rows(s1):
@@ -168,3 +171,66 @@ def test_one_liar_in_a_ray_simulation_cannot_falsify_the_score(tmp_path, flwr_lo
     log = messages(flwr_log)
     assert f"node {liar} declares 1000000000000 rows" in log
     assert "rejected node" not in log
+
+
+# -- far replies in every step (issue 24, item 1) ----------------------------------------------
+
+def test_reach_outliers_names_far_clients_and_leaves_honest_ones():
+    rng = np.random.default_rng(0)
+    clients = [rng.uniform(0, 1e6, size=(15, 2)) for _ in range(6)]
+    assert reach_outliers(clients) == []
+    far = [*clients[:5], np.full((15, 2), 1e7)]
+    [(index, _, ratio)] = reach_outliers(far)
+    assert index == 5 and ratio > REACH_RATIO
+    # two clients telling one lie together: REACH_SKIPPED leaves one of them out of the reference
+    assert [i for i, _, _ in reach_outliers([*clients[:4], far[5], far[5]])] == [4, 5]
+    # one client holding only the far end of an honest range is not far
+    assert reach_outliers([*clients[:5], np.array([[9.9e5, 9.9e5]])]) == []
+    assert reach_outliers(far[4:]) == []  # two clients: neither can be blamed
+
+
+_CLEAN: dict = {}
+
+
+def clean_sse(parts_key, X, parts, method, lie):
+    key = (parts_key, method, lie == "bounds 1e99")
+    if key not in _CLEAN:
+        _CLEAN[key] = every_method_run(X, parts, method, lie, 0)["pooled_sse"]
+    return _CLEAN[key]
+
+
+@pytest.mark.parametrize("method,lie", [
+    *[(m, "centroids 1e99") for m in ("dwf", "ewf", "fedkmeans", "ffcm-avg1", "ffcm-avg2", "fkm")],
+    *[(m, "centroids 1e7") for m in ("dwf", "ffcm-avg1", "kfed", "feca", "mavg", "fkm")],
+    ("dwf", "counts x1e9"), ("fedkmeans", "counts x1e9"),
+    ("dwf", "bounds 1e99"), ("ffcm-avg1", "bounds 1e99"),
+])
+def test_one_liar_of_five_is_rejected_named_and_bounded(s1, flwr_log, method, lie):
+    """Issue 24's acceptance in memory: pooled SSE within 1.5 x the clean run's, the reported
+    score within 50 % of the true pooled score, the liar rejected by name, nobody else."""
+    parts = partition_indices(len(s1), 5, "iid", seed=0)
+    run = every_method_run(s1, parts, method, lie, 1)
+    assert not run["error"] and run["lied"]
+    assert run["pooled_sse"] <= 1.5 * clean_sse(5, s1, parts, method, lie)
+    assert abs(run["reported_score"] - run["true_score"]) <= 0.5 * run["true_score"]
+    log = messages(flwr_log)
+    assert "rejected node 0: its centroids reach" in log
+    assert "rejected node" not in log.replace("rejected node 0", "")
+
+
+def test_trust_clients_keeps_a_far_client_and_names_it(s1, flwr_log):
+    parts = iid_parts(s1, 5)
+    result = fit(parts, liars=(0,), lie="centroids 1e7", **{"trust-clients": True})
+    assert "node 0: its centroids reach" in messages(flwr_log)
+    assert "rejected node" not in messages(flwr_log)
+    assert np.abs(result.centroids).max() > 1e6  # the lie is pooled: what the opt-out trusts
+
+
+@pytest.mark.parametrize("split", ["kmeans-noniid", "dirichlet:0.1", "distance:10"])
+def test_honest_clients_of_skewed_splits_are_never_far(s1_dataset, flwr_log, split):
+    X = s1_dataset.X
+    parts = [X[p] for p in partition_indices(len(X), 10, split, labels=s1_dataset.labels,
+                                             points=X, seed=0)]
+    fit(parts, init="random", **{"num-server-rounds": 3})
+    fit(parts, algorithm="kfed")
+    assert "its centroids reach" not in messages(flwr_log)

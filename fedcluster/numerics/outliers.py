@@ -24,8 +24,15 @@ SPREAD_RATIO = 100.0
 #: A client declaring more than this many times the median client's rows is an
 #: outlier for the score (see :func:`declared_row_factors` for the margin).
 ROW_CAP_MULTIPLE = 1000.0
+#: A reply whose points reach this many times farther from the federation's centre than the
+#: median of the other clients' is rejected (see :func:`reach_outliers`).
+REACH_RATIO = 8.0
+#: How many of the other clients' farthest reaches :func:`reach_outliers` leaves out of its
+#: reference: so many clients telling one lie together are still caught.
+REACH_SKIPPED = 1
 
-__all__ = ["ROW_CAP_MULTIPLE", "SPREAD_RATIO", "declared_row_factors", "spread_outliers"]
+__all__ = ["REACH_RATIO", "ROW_CAP_MULTIPLE", "SPREAD_RATIO", "declared_row_factors",
+           "reach_outliers", "spread_outliers"]
 
 
 def declared_row_factors(rows: Sequence[float], *, multiple: float = ROW_CAP_MULTIPLE
@@ -181,3 +188,74 @@ def _median_of_the_others(values: np.ndarray) -> np.ndarray:
         return np.where(q < rank, ordered[q][None, :], ordered[min(q + 1, m - 1)][None, :])
 
     return (remaining((m - 2) // 2) + remaining((m - 1) // 2)) / 2
+
+
+def reach_outliers(
+    points: Sequence[np.ndarray],
+    *,
+    ratio: float = REACH_RATIO,
+) -> list[tuple[int, int, float]]:
+    """Clients whose points reach ``ratio`` times farther than the other clients' or more.
+
+    ``points[i]`` are what client i's reply places in feature space: its
+    local centroids (those that hold points), or its per-feature bounds as
+    two points. The centre ``z`` is the per-feature median over the clients
+    of the midpoints of their points' ranges; client i's reach in feature f
+    is ``max_j |p_ijf - z_f|``, how far its farthest point lies from the
+    federation's centre. Each reach is compared with the median of the
+    *other* clients' reaches in that feature (so a liar is never part of its
+    own reference, and two or three liars of ten cannot move it far), floored
+    at the median of the others' root mean square reach over all features: a
+    nearly constant feature (a border pixel, a rare one-hot category) is
+    then measured against the data's typical scale, not against zero. The
+    price of that floor: in a feature whose scale is far below the others'
+    (mixed units), a lie is bounded only by ``ratio`` times the typical
+    scale; ``--standardize`` gives every feature one scale.
+
+    A reach, unlike a spread, is bounded for an honest client by the data's
+    own extent from its centre, however its rows are split: a client that
+    holds only the far clusters (a k-means non-IID split) reaches at most
+    the federation's farthest cluster, while the median client reaches about
+    half the range. Measured ratios on honest federations: see
+    :data:`REACH_RATIO`.
+
+    Parameters
+    ----------
+    points : sequence of arrays of shape (r_i, n_features)
+        Each client's points; a client with none is left out.
+    ratio : float
+        How many times the others' reach flags a client.
+
+    Returns
+    -------
+    list of (client index, feature, ratio)
+        One entry per flagged client, for its feature with the largest ratio.
+        Empty with fewer than three usable clients (with two, neither can be
+        blamed).
+    """
+    usable = [i for i, p in enumerate(points) if len(p)]
+    if len(usable) < 3:
+        return []
+    clouds = [np.asarray(points[i], dtype=np.float64) for i in usable]
+    centre = np.median(np.stack([(c.min(axis=0) + c.max(axis=0)) / 2 for c in clouds]), axis=0)
+    reaches = np.stack([np.abs(c - centre).max(axis=0) for c in clouds])
+    overall = np.sqrt(np.mean(reaches ** 2, axis=1, keepdims=True))
+    reference = np.maximum(_largest_of_the_others(reaches, REACH_SKIPPED),
+                           _largest_of_the_others(overall, REACH_SKIPPED))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratios = np.where(reference > 0, reaches / np.where(reference > 0, reference, 1.0),
+                          np.where(reaches > 0, np.inf, 0.0))
+    flagged = []
+    for row, i in enumerate(usable):
+        feature = int(np.argmax(ratios[row]))
+        if ratios[row, feature] >= ratio:
+            flagged.append((i, feature, float(ratios[row, feature])))
+    return flagged
+
+
+
+def _largest_of_the_others(values: np.ndarray, skipped: int) -> np.ndarray:
+    """Row i: per column, the largest value of every row but i once the ``skipped`` largest are left out."""
+    m = values.shape[0]
+    rank = min(skipped, m - 2)
+    return np.stack([-np.sort(-np.delete(values, i, axis=0), axis=0)[rank] for i in range(m)])

@@ -14,6 +14,7 @@ over Flower and in memory alike.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -521,14 +522,36 @@ def exact_score(summaries: Iterable[ClientSummary], factors: Iterable[float] | N
                 ) -> float:
     """Sum of the clients' squared distances over their total number of points.
 
-    ``factors``: the share of each client's rows (and so of its squared
-    distances) to count (:meth:`ClusteringStrategy.believed`); all of them
-    when None. A factor of exactly 1.0 leaves every sum as it was.
+    ``factors``: the share of each client's rows the score believes
+    (:meth:`ClusteringStrategy.believed`); all of them when None. A client
+    believed in part (factor below 1, a declared row count 1000 x the median
+    client's) is left out of the mean: none of its figures can be believed,
+    its squared distances included (declaring 10^9 times its rows with its
+    true squared distances says its rows sit on the centroids), so the score
+    is the other clients' mean, which its rows are assumed to share. Every
+    client believed (factors exactly 1.0): every sum as it always was.
     """
     summaries = list(summaries)
     factors = [1.0] * len(summaries) if factors is None else list(factors)
-    return float(sum(f * s.sse for s, f in zip(summaries, factors))
-                 / sum(f * s.n for s, f in zip(summaries, factors)))
+    kept = [s for s, f in zip(summaries, factors) if f == 1.0] or summaries
+    return float(sum(s.sse for s in kept) / sum(s.n for s in kept))
+
+
+def capped(summary: ClientSummary, factor: float) -> ClientSummary:
+    """A reply with its declared rows, counts, fuzzy weights and squared distances times ``factor``.
+
+    What an aggregation weighs a client by, counted as
+    :meth:`ClusteringStrategy.believed` counts its rows: a client declaring
+    10^9 times its rows weighs as the median client. Factor 1.0: the reply
+    itself.
+    """
+    if factor == 1.0:
+        return summary
+    change: dict[str, Any] = {"n": max(1, round(summary.n * factor)), "sse": summary.sse * factor}
+    for name in ("counts", "weights"):
+        if (values := getattr(summary, name)) is not None:
+            change[name] = np.asarray(values, dtype=np.float64) * factor
+    return dataclasses.replace(summary, **change)
 
 
 def round_record(restart: int, round_: int, phase: str, movement: float, score: float,

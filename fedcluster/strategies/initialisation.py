@@ -23,7 +23,7 @@ import numpy as np
 
 from ..data import read_points
 from ..numerics import kfed_centres, kmeans, random_in_box
-from ..numerics.outliers import SPREAD_RATIO, spread_outliers
+from ..numerics.outliers import REACH_RATIO, SPREAD_RATIO, reach_outliers, spread_outliers
 from ..numerics.pooling import pool_centroids
 from ..messages import BOUNDS, LOCAL_KMEANS, ClientSummary, ProtocolError, validate_reply
 from ..federation.base import Exchange, Federation, RunFailed
@@ -68,6 +68,7 @@ def random_init(strategy: ClusteringStrategy, federation: Federation
         lambda s: validate_reply(s, expect=("bounds",)), what="init (bounds)",
     )
     keep_common_dimension(exchange, lambda s: s.low.shape[0], "init (bounds)")
+    reject_far_replies(strategy, exchange, "init (bounds)")
     summaries = list(exchange.accepted.values())
     low = np.min([s.low for s in summaries], axis=0)
     high = np.max([s.high for s in summaries], axis=0)
@@ -110,6 +111,7 @@ def local_kmeans_exchange(strategy: ClusteringStrategy, federation: Federation, 
                                  lambda s: validate_local_centroids(s, k_local), what=what)
     keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
     keep_out_spread_outliers(strategy, exchange, what)
+    reject_far_replies(strategy, exchange, what)
     return exchange
 
 
@@ -154,6 +156,64 @@ def keep_out_spread_outliers(strategy: ClusteringStrategy, exchange: Exchange[Cl
             what, node, reason)
         exchange.rejected[node] = reason
         del exchange.accepted[node]
+
+
+def reply_points(summary: ClientSummary) -> np.ndarray:
+    """Where a reply places the client in feature space: the centroids that weigh, or its bounds.
+
+    A centroid with no count and no fuzzy weight is one the client withheld
+    or left empty (it sends the global centroid back); no aggregation uses
+    it, so it is not the client's. A bounds reply is its two corners.
+    """
+    if summary.centroids is not None:
+        used = np.zeros(len(summary.centroids), dtype=bool)
+        for weights in (summary.counts, summary.weights):
+            if weights is not None:
+                used |= np.asarray(weights) > 0
+        if summary.counts is None and summary.weights is None:
+            used[:] = True
+        return np.asarray(summary.centroids)[used]
+    if summary.low is not None and summary.high is not None:
+        return np.stack([summary.low, summary.high])
+    return np.empty((0, 0))
+
+
+def reject_far_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSummary],
+                       what: str) -> None:
+    """Reject a reply whose centroids (or bounds) reach 4 x farther than the other clients'.
+
+    :func:`~fedcluster.numerics.outliers.reach_outliers` over the replies'
+    :func:`reply_points`: a client sending its centroids at 1e99, or at 1e7
+    where the data lie in [0, 1e6], is rejected with its sender named, and
+    the step goes on with the others (the quorum counts it as rejected). So
+    no reply of one client can place a pooled centroid (a weighted mean, a
+    server k-means' input, a random start's box) farther than 4 times the
+    median client's reach from the federation's centre. Every method runs
+    it on every reply that carries centroids or bounds: the starts, each
+    round, the one-shot step. With ``trust_clients`` the client is kept and
+    named.
+
+    The ratio 4 (:data:`~fedcluster.numerics.outliers.REACH_RATIO`): an
+    honest client's reach is at most the data's extent from the centre, about
+    twice the median client's even when it holds only far clusters; the
+    largest honest ratio measured is given in
+    :data:`~fedcluster.numerics.outliers.REACH_RATIO`'s docs. A far-off
+    liar at 4 x is still bounded: it can pull a pooled centroid at most that
+    far, weighted by its (capped) share.
+    """
+    nodes = list(exchange.accepted)
+    points = [reply_points(exchange.accepted[node]) for node in nodes]
+    for index, feature, ratio in reach_outliers(points, ratio=REACH_RATIO):
+        node = nodes[index]
+        reason = (f"its centroids reach {ratio:.3g} x as far from the federation's centre as "
+                  f"the other clients' in feature {feature}")
+        if strategy.trust_clients:
+            log(WARNING, "%s: node %d: %s; kept (--trust-clients)", what, node, reason)
+            continue
+        log(WARNING, "%s: rejected node %d: %s (--trust-clients keeps it)", what, node, reason)
+        exchange.rejected[node] = reason
+        del exchange.accepted[node]
+    strategy.check_quorum(exchange, what)
 
 
 def pooled(exchange: Exchange[ClientSummary]) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,8 @@ from ...numerics.pooling import pool_centroids, server_kmeans
 from ...federation.base import Exchange, Federation, RunFailed
 from ...logs import log
 from ...messages import ClientSummary, ProtocolError, validate_reply
-from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT, keep_common_dimension
+from ...strategies.initialisation import (INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT,
+                                          keep_common_dimension, reject_far_replies)
 from ...strategies.rounds import RoundBasedStrategy
 from .client import GARST, GARST_INIT
 from .options import FKMOptions
@@ -130,6 +131,7 @@ class GarstFederatedKMeans(RoundBasedStrategy):
                                  lambda s: self.validate_clusters(s, None, with_sse=False),
                                  what="init (local k-means++)")
         keep_common_dimension(exchange, lambda s: s.centroids.shape[1], "init (local k-means++)")
+        reject_far_replies(self, exchange, "init (local k-means++)")
         summaries = exchange.in_content_order()
         try:
             centroids = self.server_step(summaries, None)
