@@ -129,12 +129,10 @@ def test_centroids_at_1e99_cannot_capture_a_one_shot_start(s1, flwr_log):
 
 # -- through Flower: one liar in a Ray simulation ----------------------------------------------
 
-@pytest.mark.slow
-def test_one_liar_in_a_ray_simulation_cannot_falsify_the_score(tmp_path, flwr_log):
-    """``run_simulation`` (Ray), 5 clients of S1; partition 0 declares its rows and counts x1e9
-    and one centroid at (5e6, 5e6) (``poisoning.told_mod``). The reported score is within 50 %
-    of the true pooled score, ``n_points`` is the true 5000, the liar is named, and no client
-    is rejected."""
+def simulate_with_a_liar(tmp_path, lie, settings):
+    """``run_simulation`` (Ray) of 5 S1 clients split IID, partition 0 telling ``lie``
+    (``poisoning.told_mod``) through the real ClientApp. Returns the result, the liar's node
+    id, the partitions' rows and their indices."""
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
     from poisoning import told_mod
@@ -154,23 +152,49 @@ def test_one_liar_in_a_ray_simulation_cannot_falsify_the_score(tmp_path, flwr_lo
     @server.main()
     def main(grid, context):
         strategy = build_strategy(RunConfig.from_mapping(
-            {"algorithm": "dwf", "k": 15, "seed": 0, "num-server-rounds": 3, "min-nodes": 5}))
+            {"k": 15, "seed": 0, "min-nodes": 5, **settings}))
         outcome["result"] = strategy.fit(FlowerFederation(grid))
         outcome["liar"] = next(n for n, key in strategy.sampling_keys.items() if key == 0)
 
     run_simulation(server_app=server,
                    client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")},
-                                               mods=[told_mod("counts x1e9")]),
+                                               mods=[told_mod(lie)]),
                    num_supernodes=5,
                    backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                                    "init_args": {"log_to_driver": False}})
-    result, liar = outcome["result"], outcome["liar"]
+    return outcome["result"], outcome["liar"], X, indices
+
+
+@pytest.mark.slow
+def test_one_liar_in_a_ray_simulation_cannot_falsify_the_score(tmp_path, flwr_log):
+    """Partition 0 declares its rows and counts x1e9 and one centroid at (5e6, 5e6). The
+    reported score is within 50 % of the true pooled score, ``n_points`` is the true 5000, the
+    liar is named (and rejected for its far centroid), and no honest client is rejected."""
+    result, liar, X, indices = simulate_with_a_liar(
+        tmp_path, "counts x1e9", {"algorithm": "dwf", "num-server-rounds": 3})
     truth = true_score([X[i] for i in indices], result.centroids)
     assert abs(result.score - truth) / truth < 0.5
     assert result.n_points == 5000
     log = messages(flwr_log)
     assert f"node {liar} declares 1000000000000 rows" in log
-    assert "rejected node" not in log
+    assert "rejected node" not in log.replace(f"rejected node {liar}:", "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["dwf", "kfed"])
+def test_a_far_liar_in_a_ray_simulation_is_rejected_and_bounded(tmp_path, flwr_log, method):
+    """Partition 0 sends every centroid at 1e7 (S1 lies in [0, 1e6]) in every reply, through
+    Flower: rejected by name in every step, nobody else; the pooled SSE within 1.5 x the
+    in-memory clean run's and the reported score within 10 % of the true pooled score."""
+    result, liar, X, indices = simulate_with_a_liar(
+        tmp_path, "centroids 1e7", {"algorithm": method, "num-server-rounds": 10})
+    clean = every_method_run(X, indices, method, "centroids 1e7", 0)["pooled_sse"]
+    pooled = true_score([X[i] for i in indices], result.centroids) * len(X)
+    assert pooled <= 1.5 * clean
+    assert abs(result.score * len(X) - pooled) <= 0.1 * pooled
+    log = messages(flwr_log)
+    assert f"rejected node {liar}: its centroids reach" in log
+    assert "rejected node" not in log.replace(f"rejected node {liar}:", "")
 
 
 # -- far replies in every step (issue 24, item 1) ----------------------------------------------
