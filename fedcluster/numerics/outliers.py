@@ -24,7 +24,7 @@ import numpy as np
 #: :func:`spread_outliers`).
 SPREAD_RATIO = 100.0
 #: A client declaring more than this many times the median client's rows is an
-#: outlier for the score (see :func:`declared_row_factors` for the margin).
+#: outlier for the aggregations and the score (see :func:`declared_row_factors` for the margin).
 ROW_CAP_MULTIPLE = 1000.0
 #: A reply whose points reach this many times farther from the federation's centre than the
 #: other clients' is rejected. Honest federations: 5.4 at most (wine, distance:10, 10 clients),
@@ -32,7 +32,7 @@ ROW_CAP_MULTIPLE = 1000.0
 #: centroid at (5e6, 5e6): 12.5; every centroid at 1e7: about 25 (see :func:`reach_outliers`).
 REACH_RATIO = 10.0
 #: How many of the other clients' farthest reaches :func:`reach_outliers` leaves out of its
-#: reference: one more client than this telling one lie together is still caught.
+#: reference: up to one client more than this telling one lie together are still caught.
 REACH_SKIPPED = 1
 
 __all__ = ["REACH_RATIO", "ROW_CAP_MULTIPLE", "SPREAD_RATIO", "declared_row_factors",
@@ -45,13 +45,14 @@ def declared_row_factors(rows: Sequence[float], *, multiple: float = ROW_CAP_MUL
 
     A client declaring more than ``multiple`` times the median of all
     clients' declared rows is counted as the median client: its factor is
-    ``median / rows`` (its rows, counts and squared distances are scaled by
-    it, so its own mean squared distance is kept, with the weight of a
-    typical client); every other client's factor is exactly 1.0, so a
-    federation without such a client gets the score it always got, bit for
-    bit. The federated score ``sum(f_i sse_i) / sum(f_i n_i)`` then moves by
-    at most one typical client's share however many rows one client declares
-    (a liar of 5 declaring x1e9 moved it 10^8-fold before).
+    ``median / rows`` (its rows, counts and fuzzy weights are scaled by it
+    in the aggregations, ``n_points`` and the counts; the exact score leaves
+    it out of its mean, :func:`fedcluster.strategies.base.exact_score`);
+    every other client's factor is exactly 1.0, so a federation without
+    such a client gets what it always got, bit for bit. The federated score
+    then cannot move however many rows one client declares (a liar of 5
+    declaring x1e9 moved it 10^8-fold before), and the client weighs as one
+    typical client in a weighted mean.
 
     Why the median and not a cap at ``multiple x median``: an honest client
     can hold 13 times the median client's rows (below), so the cap must sit

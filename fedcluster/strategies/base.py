@@ -480,10 +480,11 @@ class ClusteringStrategy:
         Each client sends its counts per cluster and its sum of squared
         distances to the centroids; the score is the exact one (all clients'
         sum over their total number of points) or the paper's client mean.
-        The exact score, ``n_points`` and ``counts`` count each client's rows
-        as :meth:`believed` says (a client declaring 1000 x the median
-        client's rows as the median client): one client's declared counts
-        cannot make the model look better than one typical client can. The
+        ``n_points`` and ``counts`` count each client's rows as
+        :meth:`believed` says (a client declaring 1000 x the median client's
+        rows as the median client), and the exact score leaves such a client
+        out (:func:`exact_score`): one client's declared counts cannot make
+        the model look better. The
         client mean needs no cap: each client has weight 1 / m in it.
         """
         private = getattr(self, "private", None)
