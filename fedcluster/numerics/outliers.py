@@ -173,12 +173,15 @@ def spread_outliers(
     reference = np.maximum(_median_of_the_others(spreads), floor * _median_of_the_others(overall))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(reference > 0, spreads / np.where(reference > 0, reference, 1.0), 0.0)
-    flagged = []
-    for row, i in enumerate(usable):
-        feature = int(np.argmax(ratios[row]))
-        if ratios[row, feature] >= ratio:
-            flagged.append((i, feature, float(ratios[row, feature])))
-    return flagged
+    return _flagged(ratios, usable, ratio)
+
+
+def _flagged(ratios: np.ndarray, clients: Sequence[int], ratio: float
+             ) -> list[tuple[int, int, float]]:
+    """(client, its feature of the largest ratio, that ratio) for each row whose largest is >= ``ratio``."""
+    features = np.argmax(ratios, axis=1)
+    return [(i, int(f), float(ratios[row, f]))
+            for row, (i, f) in enumerate(zip(clients, features)) if ratios[row, f] >= ratio]
 
 
 def _median_of_the_others(values: np.ndarray) -> np.ndarray:
@@ -255,12 +258,7 @@ def reach_outliers(
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratios = np.where(reference > 0, reaches / np.where(reference > 0, reference, 1.0),
                           np.where(reaches > 0, np.inf, 0.0))
-    flagged = []
-    for row, i in enumerate(usable):
-        feature = int(np.argmax(ratios[row]))
-        if ratios[row, feature] >= ratio:
-            flagged.append((i, feature, float(ratios[row, feature])))
-    return flagged
+    return _flagged(ratios, usable, ratio)
 
 
 
