@@ -211,6 +211,9 @@ def test_reach_outliers_names_far_clients_and_leaves_honest_ones():
     # one client holding only the far end of an honest range is not far
     assert reach_outliers([*clients[:5], np.array([[9.9e5, 9.9e5]])]) == []
     assert reach_outliers(far[4:]) == []  # two clients: neither can be blamed
+    # three: the farther of the two others is the reference
+    assert [i for i, _, _ in reach_outliers([*clients[:2], far[5]])] == [2]
+    assert reach_outliers([*clients[:2], clients[2] * 5]) == []
 
 
 _CLEAN: dict = {}

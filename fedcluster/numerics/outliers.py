@@ -219,7 +219,8 @@ def reach_outliers(
     honest clients hold the far cluster, and a median client's reach is a
     twentieth of theirs); leaving the largest out means two clients telling
     one lie together are still measured against an honest reach, three
-    are not (and nor is an honest cluster held by one client only, if it is
+    are not (with three clients, the farther of the two others is the
+    reference: one of them alone is no federation's extent) (and nor is an honest cluster held by one client only, if it is
     10 times farther than everything else: ``--trust-clients``). A liar is
     never part of its own reference. The floor: a nearly constant feature
     (a border pixel, a rare one-hot category) is measured against the data's
@@ -263,7 +264,8 @@ def reach_outliers(
 
 
 def _largest_of_the_others(values: np.ndarray, skipped: int) -> np.ndarray:
-    """Row i: per column, the largest value of every row but i once the ``skipped`` largest are left out."""
+    """Row i: per column, the largest value of every row but i once the ``skipped`` largest are
+    left out, as long as two rows are left to choose from (m >= 3)."""
     m = values.shape[0]
-    rank = min(skipped, m - 2)
+    rank = max(0, min(skipped, m - 3))
     return np.stack([-np.sort(-np.delete(values, i, axis=0), axis=0)[rank] for i in range(m)])
