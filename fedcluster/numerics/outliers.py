@@ -36,7 +36,7 @@ REACH_RATIO = 10.0
 REACH_SKIPPED = 1
 
 __all__ = ["REACH_RATIO", "ROW_CAP_MULTIPLE", "SPREAD_RATIO", "declared_row_factors",
-           "reach_outliers", "spread_outliers"]
+           "reach_outliers", "reach_reference", "spread_outliers"]
 
 
 def declared_row_factors(rows: Sequence[float], *, multiple: float = ROW_CAP_MULTIPLE
@@ -202,6 +202,7 @@ def reach_outliers(
     points: Sequence[np.ndarray],
     *,
     ratio: float = REACH_RATIO,
+    reference: np.ndarray | None = None,
 ) -> list[tuple[int, int, float]]:
     """Clients whose points reach ``ratio`` times farther than the other clients' or more.
 
@@ -233,34 +234,77 @@ def reach_outliers(
     own extent from its centre, however its rows are split. Measured ratios
     on honest federations: see :data:`REACH_RATIO`.
 
+    With ``reference`` (a :func:`reach_reference` of an earlier step over
+    more clients, the start's), every client is measured against it instead,
+    from its centre: a round that samples five clients of fifty, each
+    holding one cluster, is then not judged by those five alone.
+
     Parameters
     ----------
     points : sequence of arrays of shape (r_i, n_features)
         Each client's points; a client with none is left out.
     ratio : float
         How many times the others' reach flags a client.
+    reference : array of shape (2, n_features), optional
+        The centre and the reference reach per feature (:func:`reach_reference`).
 
     Returns
     -------
     list of (client index, feature, ratio)
         One entry per flagged client, for its feature with the largest ratio.
-        Empty with fewer than three usable clients (with two, neither can be
-        blamed).
+        Without ``reference``, empty with fewer than three usable clients
+        (with two, neither can be blamed).
     """
     usable = [i for i, p in enumerate(points) if len(p)]
-    if len(usable) < 3:
+    if not usable or (reference is None and len(usable) < 3):
         return []
     clouds = [np.asarray(points[i], dtype=np.float64) for i in usable]
-    centre = np.median(np.stack([(c.min(axis=0) + c.max(axis=0)) / 2 for c in clouds]), axis=0)
-    reaches = np.stack([np.abs(c - centre).max(axis=0) for c in clouds])
-    overall = np.sqrt(np.mean(reaches ** 2, axis=1, keepdims=True))
-    reference = np.maximum(_largest_of_the_others(reaches, REACH_SKIPPED),
+    centre = _centre(clouds) if reference is None else reference[0]
+    reaches = _reaches(clouds, centre)
+    if reference is None:
+        overall = np.sqrt(np.mean(reaches ** 2, axis=1, keepdims=True))
+        scale = np.maximum(_largest_of_the_others(reaches, REACH_SKIPPED),
                            _largest_of_the_others(overall, REACH_SKIPPED))
+    else:
+        scale = reference[1][None, :]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratios = np.where(reference > 0, reaches / np.where(reference > 0, reference, 1.0),
+        ratios = np.where(scale > 0, reaches / np.where(scale > 0, scale, 1.0),
                           np.where(reaches > 0, np.inf, 0.0))
     return _flagged(ratios, usable, ratio)
 
+
+def reach_reference(points: Sequence[np.ndarray]) -> np.ndarray | None:
+    """The centre and reference reach of :func:`reach_outliers` over every client's points.
+
+    The reference of the whole federation: per feature, the second largest
+    reach (:data:`REACH_SKIPPED` largest left out), floored as there; the
+    clients a check has rejected should be left out of ``points``. None with
+    fewer than three usable clients.
+
+    Returns
+    -------
+    numpy.ndarray of shape (2, n_features) or None
+        Row 0 the centre, row 1 the reference reach.
+    """
+    clouds = [np.asarray(p, dtype=np.float64) for p in points if len(p)]
+    if len(clouds) < 3:
+        return None
+    centre = _centre(clouds)
+    reaches = _reaches(clouds, centre)
+    overall = np.sqrt(np.mean(reaches ** 2, axis=1, keepdims=True))
+    rank = min(REACH_SKIPPED, len(clouds) - 2)
+    scale = np.maximum(-np.sort(-reaches, axis=0)[rank], -np.sort(-overall, axis=0)[rank])
+    return np.stack([centre, scale])
+
+
+def _centre(clouds: Sequence[np.ndarray]) -> np.ndarray:
+    """The per-feature median over the clients of their points' midranges."""
+    return np.median(np.stack([(c.min(axis=0) + c.max(axis=0)) / 2 for c in clouds]), axis=0)
+
+
+def _reaches(clouds: Sequence[np.ndarray], centre: np.ndarray) -> np.ndarray:
+    """Row i: how far client i's farthest point lies from ``centre``, per feature."""
+    return np.stack([np.abs(c - centre).max(axis=0) for c in clouds])
 
 
 def _largest_of_the_others(values: np.ndarray, skipped: int) -> np.ndarray:

@@ -30,7 +30,7 @@ from ..numerics.outliers import ROW_CAP_MULTIPLE, declared_row_factors
 from ..options import Options, changed_settings, setting_defaults
 from ..privacy.kinds import DIMENSION
 from ..results import RoundRecord, RunResult
-from .progress import Progress, node_map, node_pairs, state_generator
+from .progress import Progress, node_map, node_pairs, state_array, state_generator
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -88,6 +88,10 @@ class ClusteringStrategy:
         self.declared_rows: dict[int, int] = {}
         #: Node id -> the sampling key its replies declared (:meth:`sample_nodes`).
         self.sampling_keys: dict[int, int] = {}
+        #: The centre and reference reach the start's replies taught (row 0, row 1; None
+        #: before a start, or with fewer than 3 clients): each round's far-reply check
+        #: (:func:`~.initialisation.reject_far_replies`).
+        self.far_reference: np.ndarray | None = None
         #: Where :meth:`fit` reports its progress (a checkpoint writer), and the
         #: run-level progress it reports besides a restart's own.
         self._checkpoint: Callable[[Progress], None] | None = None
@@ -422,8 +426,9 @@ class ClusteringStrategy:
         state, so that a resumed run draws the same samples and seeds), and
         what the clients' replies taught the server: each node's declared
         number of points (``declared-rows``) and sampling key
-        (``sampling-keys``, by which :meth:`sample_nodes` orders the nodes).
-        A method with state of its own (momentum, streaks) adds its entries
+        (``sampling-keys``, by which :meth:`sample_nodes` orders the nodes),
+        and the start's far-reply reference (``far-reference``, None before
+        a start). A method with state of its own (momentum, streaks) adds its entries
         to ``super().state()`` and reads them in :meth:`restore`. Values are
         numpy arrays and JSON values (None, bool, int, float, str, and lists
         and str-keyed dicts of them).
@@ -432,6 +437,7 @@ class ClusteringStrategy:
             "rng": self.rng.bit_generator.state,
             "declared-rows": node_pairs(self.declared_rows),
             "sampling-keys": node_pairs(self.sampling_keys),
+            "far-reference": self.far_reference,
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -445,6 +451,9 @@ class ClusteringStrategy:
         self.rng = state_generator(state, "rng")
         self.declared_rows = node_map(state, "declared-rows")
         self.sampling_keys = node_map(state, "sampling-keys")
+        # optional: a checkpoint written before the far-reply check has none (its rounds then
+        # measure their replies against each other)
+        self.far_reference = state_array(state, "far-reference", (2, None), optional=True)
 
     # -- the final score -------------------------------------------------------
     def believed(self, exchange: Exchange[ClientSummary], what: str = ""

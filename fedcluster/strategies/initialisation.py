@@ -23,7 +23,8 @@ import numpy as np
 
 from ..data import read_points
 from ..numerics import kfed_centres, kmeans, random_in_box
-from ..numerics.outliers import REACH_RATIO, SPREAD_RATIO, reach_outliers, spread_outliers
+from ..numerics.outliers import (REACH_RATIO, SPREAD_RATIO, reach_outliers, reach_reference,
+                                 spread_outliers)
 from ..numerics.pooling import pool_centroids
 from ..messages import BOUNDS, LOCAL_KMEANS, ClientSummary, ProtocolError, validate_reply
 from ..federation.base import Exchange, Federation, RunFailed
@@ -179,7 +180,7 @@ def reply_points(summary: ClientSummary) -> np.ndarray:
 
 
 def reject_far_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSummary],
-                       what: str) -> None:
+                       what: str, *, start: bool = True) -> None:
     """Reject a reply whose centroids (or bounds) reach 10 x farther than the other clients'.
 
     :func:`~fedcluster.numerics.outliers.reach_outliers` over the replies'
@@ -191,6 +192,15 @@ def reject_far_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSu
     other clients' reach from the federation's centre. Every method runs it
     on every reply that carries centroids or bounds: the starts, each round,
     the one-shot step. With ``trust_clients`` the client is kept and named.
+
+    A start (``start``, every client asked) measures each reply against the
+    other replies, and leaves the reference of the replies it accepts in
+    ``strategy.far_reference``
+    (:func:`~fedcluster.numerics.outliers.reach_reference`); a round
+    measures its replies against that reference, so that a round sampling
+    a few clients (five of fifty, each holding one cluster) does not judge
+    them by each other. A round without a learned reference (an explicit
+    start) measures its replies against each other.
 
     The ratio 10 (:data:`~fedcluster.numerics.outliers.REACH_RATIO`): an
     honest client's reach is at most the data's extent from the centre; over
@@ -204,7 +214,8 @@ def reject_far_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSu
     """
     nodes = list(exchange.accepted)
     points = [reply_points(exchange.accepted[node]) for node in nodes]
-    for index, feature, ratio in reach_outliers(points, ratio=REACH_RATIO):
+    reference = None if start else strategy.far_reference
+    for index, feature, ratio in reach_outliers(points, ratio=REACH_RATIO, reference=reference):
         node = nodes[index]
         reason = (f"its centroids reach {ratio:.3g} x as far from the federation's centre as "
                   f"the other clients' in feature {feature}")
@@ -215,6 +226,9 @@ def reject_far_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSu
         exchange.rejected[node] = reason
         del exchange.accepted[node]
     strategy.check_quorum(exchange, what)
+    if start:
+        strategy.far_reference = reach_reference(
+            [reply_points(summary) for summary in exchange.accepted.values()])
 
 
 def pooled(exchange: Exchange[ClientSummary]) -> tuple[np.ndarray, np.ndarray]:

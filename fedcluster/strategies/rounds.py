@@ -133,7 +133,7 @@ class RoundBasedStrategy(ClusteringStrategy):
             lambda s: self.validate_train_reply(s, k, dim), centroids=np.ascontiguousarray(current),
             what=f"round {t}")
         self.checked(exchange, f"round {t}")
-        reject_far_replies(self, exchange, f"round {t}")
+        reject_far_replies(self, exchange, f"round {t}", start=False)
         summaries, factors = self.believed(exchange)  # the history's score: capped as the final one
         new = self.aggregate(current, [capped(s, f) for s, f in zip(summaries, factors)])
         score = (exact_score(summaries, factors) if all(not math.isnan(s.sse) for s in summaries)
