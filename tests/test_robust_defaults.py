@@ -26,7 +26,7 @@ from fedcluster.data import partition_indices
 from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.methods import build_strategy
 from fedcluster.numerics.outliers import (REACH_RATIO, ROW_CAP_MULTIPLE, declared_row_factors,
-                                         reach_outliers)
+                                         reach_outliers, reach_reference)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from poisoning import every_method_run, told  # noqa: E402
@@ -261,3 +261,31 @@ def test_honest_clients_of_skewed_splits_are_never_far(s1_dataset, flwr_log, spl
     fit(parts, init="random", **{"num-server-rounds": 3})
     fit(parts, algorithm="kfed")
     assert "its centroids reach" not in messages(flwr_log)
+
+
+def test_a_round_of_few_sampled_clients_is_measured_against_the_start(flwr_log):
+    """Triebe's federation in small: 20 clients, each one 1-D Gaussian of 10 points (means
+    0 .. 19, one at 60), four sampled per round. Among four, the client at 60 reaches far
+    beyond the other three; against the reference the start learned from all twenty it does
+    not. A liar sending 1e7 in every reply is still rejected, in the start and the rounds."""
+    rng = np.random.default_rng(0)
+    means = [*range(19), 60]
+    parts = [m + rng.standard_normal((10, 1)) for m in means]
+    settings = {"algorithm": "fedkmeans", "k": 5, "init": "random", "clients-per-round": 4,
+                "num-server-rounds": 20, "tol": 0.0}
+    fit(parts, **settings)
+    assert "rejected node" not in messages(flwr_log)
+    fit(parts, liars=(3,), lie="centroids 1e7", **settings)
+    rejected = {line.split(": rejected node ")[1].split(":")[0]
+                for line in messages(flwr_log).splitlines() if ": rejected node " in line}
+    assert rejected == {"3"}
+
+
+def test_reach_reference_is_the_federations_extent():
+    clients = [np.array([[float(m)]]) for m in (0, 1, 2, 3, 40)]
+    centre, scale = reach_reference(clients)
+    assert centre[0] == 2 and scale[0] == 2  # the second largest reach: 40 left out
+    reference = np.stack([centre, scale])
+    assert reach_outliers([np.array([[19.0]]), np.array([[23.0]])], reference=reference) == \
+        [(1, 0, 10.5)]
+    assert reach_reference(clients[:2]) is None
