@@ -27,9 +27,10 @@ SPREAD_RATIO = 100.0
 #: outlier for the aggregations and the score (see :func:`declared_row_factors` for the margin).
 ROW_CAP_MULTIPLE = 1000.0
 #: A reply whose points reach this many times farther from the federation's centre than the
-#: other clients' is rejected. Honest federations: 5.4 at most (wine, distance:10, 10 clients),
-#: S1-S4 2.1, digits 2.4, breast-cancer 3.3; a client of S1 (data in [0, 1e6]) sending one
-#: centroid at (5e6, 5e6): 12.5; every centroid at 1e7: about 25 (see :func:`reach_outliers`).
+#: other clients' is rejected. Honest federations (starts and rounds): 5.4 at most (wine,
+#: distance:10, 10 clients), S1-S4 1.6, digits 3.4, breast-cancer 3.3; a client of S1 (data in
+#: [0, 1e6]) sending one centroid at (5e6, 5e6): 12.5; every centroid at 1e7: about 25 (see
+#: :func:`reach_outliers` and :func:`fedcluster.strategies.initialisation.reject_far_replies`).
 REACH_RATIO = 10.0
 #: How many of the other clients' farthest reaches :func:`reach_outliers` leaves out of its
 #: reference: up to one client more than this telling one lie together are still caught.

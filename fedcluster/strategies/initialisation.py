@@ -206,8 +206,9 @@ def reject_far_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSu
     honest client's reach is at most the data's extent from the centre; over
     S1-S4, iris, wine, breast-cancer and digits split IID, half-IID,
     Dirichlet 0.1 and 0.3, k-means non-IID, distance 0.1 / 1 / 10 (10 and 50
-    clients; every start and method but DeepFeCA) the largest honest ratio
-    was 5.4, so 10 leaves a margin of 1.85 and still rejects a client of S1
+    clients; every start and method but DeepFeCA; the rounds measured both
+    against each other and against the start's reference) the largest
+    honest ratio was 5.4, so 10 leaves a margin of 1.85 and still rejects a client of S1
     sending one centroid at 5 times the data's range (12.5). A liar just
     inside the ratio is kept: it can pull a pooled centroid at most that
     far, weighted by its (capped, :func:`~.base.capped`) share.
