@@ -179,7 +179,7 @@ def spread_outliers(
 
 def _flagged(ratios: np.ndarray, clients: Sequence[int], ratio: float
              ) -> list[tuple[int, int, float]]:
-    """(client, its feature of the largest ratio, that ratio) for each row whose largest is >= ``ratio``."""
+    """(client, feature, ratio) of each row whose largest ratio is ``ratio`` or more."""
     features = np.argmax(ratios, axis=1)
     return [(i, int(f), float(ratios[row, f]))
             for row, (i, f) in enumerate(zip(clients, features)) if ratios[row, f] >= ratio]
@@ -220,11 +220,12 @@ def reach_outliers(
     typical client's (in a Dirichlet 0.1 split of breast-cancer three of ten
     honest clients hold the far cluster, and a median client's reach is a
     twentieth of theirs); leaving the largest out means two clients telling
-    one lie together are still measured against an honest reach, three
-    are not (with three clients, the farther of the two others is the
-    reference: one of them alone is no federation's extent) (and nor is an honest cluster held by one client only, if it is
-    10 times farther than everything else: ``--trust-clients``). A liar is
-    never part of its own reference. The floor: a nearly constant feature
+    one lie together are still measured against an honest reach. Three are
+    not, and an honest cluster held by one client only, 10 times farther
+    than everything else, is rejected (``--trust-clients``). With three
+    clients the farther of the two others is the reference (one of them
+    alone is no federation's extent). A liar is never part of its own
+    reference. The floor: a nearly constant feature
     (a border pixel, a rare one-hot category) is measured against the data's
     typical scale, not against zero; its price is that in a feature whose
     scale is far below the others' (mixed units) a lie is bounded only by

@@ -428,8 +428,8 @@ class ClusteringStrategy:
         number of points (``declared-rows``) and sampling key
         (``sampling-keys``, by which :meth:`sample_nodes` orders the nodes),
         and the start's far-reply reference (``far-reference``, None before
-        a start). A method with state of its own (momentum, streaks) adds its entries
-        to ``super().state()`` and reads them in :meth:`restore`. Values are
+        a start). A method with state of its own (momentum, streaks) adds its
+        entries to ``super().state()`` and reads them in :meth:`restore`. Values are
         numpy arrays and JSON values (None, bool, int, float, str, and lists
         and str-keyed dicts of them).
         """
