@@ -307,3 +307,14 @@ def test_heavy_tails_and_a_wider_client_are_not_far(s1, flwr_log):
     fit(parts, **{"num-server-rounds": 5})
     fit(parts, algorithm="kfed")
     assert "its centroids reach" not in messages(flwr_log)
+
+
+def test_a_reply_weighs_as_its_believed_rows():
+    from fedcluster.messages import ClientSummary
+    from fedcluster.strategies.base import capped
+
+    honest = ClientSummary(n=10, centroids=np.zeros((2, 1)), counts=np.array([4.0, 6.0]), sse=3.0)
+    assert capped(honest, 1.0) is honest
+    liar = capped(ClientSummary(n=10**10, centroids=np.zeros((2, 1)),
+                                counts=np.array([4e9, 6e9]), sse=3.0), 1e-9)
+    assert (liar.n, liar.counts.tolist()) == (10, [4.0, 6.0]) and liar.sse == pytest.approx(3e-9)

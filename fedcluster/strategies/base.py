@@ -482,6 +482,17 @@ class ClusteringStrategy:
                         median)
         return summaries, factors
 
+    def weighed(self, exchange: Exchange[ClientSummary]) -> list[ClientSummary]:
+        """The accepted replies in content order, each weighing as :meth:`believed` counts its rows.
+
+        What a server step that weights the clients' centroids by their
+        counts pools (:func:`capped`): a client declaring 1000 x the median
+        client's rows weighs as the median client; everybody else's reply is
+        itself.
+        """
+        summaries, factors = self.believed(exchange)
+        return [capped(s, f) for s, f in zip(summaries, factors)]
+
     def score_restart(self, federation: Federation, centroids: np.ndarray, restart: int,
                       rounds: int, converged: bool) -> RunResult | None:
         """Score a restart's centroids over all connected clients (None if nobody answers).

@@ -232,9 +232,8 @@ def reject_far_replies(strategy: ClusteringStrategy, exchange: Exchange[ClientSu
             [reply_points(summary) for summary in exchange.accepted.values()])
 
 
-def pooled(exchange: Exchange[ClientSummary]) -> tuple[np.ndarray, np.ndarray]:
+def pooled(summaries: list[ClientSummary]) -> tuple[np.ndarray, np.ndarray]:
     """All clients' centroids and counts, in an order that does not depend on the clients."""
-    summaries = list(exchange.accepted.values())
     return pool_centroids([s.centroids for s in summaries], [s.counts for s in summaries])
 
 
@@ -242,7 +241,7 @@ def local_kmeans_init(strategy: ClusteringStrategy, federation: Federation
                       ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
     """Weighted k-means over the centroids of the clients' local k-means."""
     exchange = local_kmeans_exchange(strategy, federation, strategy.k, "init (local k-means)")
-    points, weights = pooled(exchange)
+    points, weights = pooled(strategy.weighed(exchange))
     if np.count_nonzero(weights) < strategy.k:
         raise RunFailed(
             f"the clients sent {np.count_nonzero(weights)} non-empty local centroids, "

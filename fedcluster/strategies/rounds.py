@@ -22,7 +22,7 @@ from ..privacy.kinds import SUMS
 from ..privacy.options import privacy_on
 from ..privacy.server import PrivateRounds, Totals
 from ..results import RoundRecord
-from .base import ClusteringStrategy, capped, exact_score, round_record
+from .base import ClusteringStrategy, exact_score, round_record
 from .progress import Progress
 from .initialisation import initial_centroids, reject_far_replies
 
@@ -134,8 +134,8 @@ class RoundBasedStrategy(ClusteringStrategy):
             what=f"round {t}")
         self.checked(exchange, f"round {t}")
         reject_far_replies(self, exchange, f"round {t}", start=False)
+        new = self.aggregate(current, self.weighed(exchange))
         summaries, factors = self.believed(exchange)  # the history's score: capped as the final one
-        new = self.aggregate(current, [capped(s, f) for s, f in zip(summaries, factors)])
         score = (exact_score(summaries, factors) if all(not math.isnan(s.sse) for s in summaries)
                  else math.nan)
         return new, self.movement(new, current), score, exchange

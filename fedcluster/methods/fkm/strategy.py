@@ -135,7 +135,7 @@ class GarstFederatedKMeans(RoundBasedStrategy):
         keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
         keep_out_spread_outliers(self, exchange, what)  # as the other local-k-means starts
         reject_far_replies(self, exchange, what)
-        summaries = exchange.in_content_order()
+        summaries = self.weighed(exchange)
         try:
             centroids = self.server_step(summaries, None)
         except ValueError as exc:
