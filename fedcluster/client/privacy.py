@@ -201,14 +201,19 @@ def _equal_rows(X: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.nd
     """Per centroid, how many rows of ``X`` equal it exactly, and the first of them (-1: none).
 
     Rows are hashed (their float64 bit patterns, -0.0 as 0.0) in one pass; only
-    rows whose hash matches a centroid's are compared, with that centroid.
+    rows whose hash matches a centroid's are compared, with that centroid. The
+    rows are searched for the centroids' hashes, not the other way round:
+    NumPy then compares them with each of a few hashes instead of sorting all
+    rows' hashes (a tenth of a local fit's time at k = 16), and sorts only
+    when the centroids are many.
     """
     X = np.asarray(X, dtype=np.float64)
     holders = np.zeros(len(centroids), dtype=np.int64)
     first = np.full(len(centroids), -1, dtype=np.int64)
     rows, wanted = _row_hashes(X), _row_hashes(centroids)
-    for j in np.flatnonzero(np.isin(wanted, rows)):
-        same = np.flatnonzero(rows == wanted[j])
+    hits = np.flatnonzero(np.isin(rows, wanted))
+    for j in np.flatnonzero(np.isin(wanted, rows[hits])):
+        same = hits[rows[hits] == wanted[j]]
         equal = same[np.all(X[same] == centroids[j], axis=1)]
         holders[j] = len(equal)
         first[j] = equal[0] if len(equal) else -1
@@ -219,5 +224,6 @@ def _row_hashes(A: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(A + 0.0).view(np.uint64)
     hashes = np.full(A.shape[0], 0xCBF29CE484222325, dtype=np.uint64)
     for column in bits.T:
-        hashes = (hashes ^ column) * np.uint64(0x100000001B3)
+        hashes ^= column
+        hashes *= np.uint64(0x100000001B3)
     return hashes
