@@ -798,8 +798,8 @@ import gc, logging, sys, time, tracemalloc
 from pathlib import Path
 import numpy as np
 from fedcluster.config import RunConfig
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import build_strategy
 logging.getLogger("flwr").setLevel(logging.WARNING)
 files = sorted(Path(sys.argv[1]).glob("client_*.npy"))
 parts = [np.load(f) for f in files]

@@ -331,7 +331,7 @@ def test_spawned_workers_hide_the_per_round_lines_too(grid_file, tmp_path, capfd
 
 def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file, tmp_path,
                                                                       monkeypatch):
-    import fedcluster.federation.memory as memory
+    import fedcluster.client.memory as memory
 
     def broken_disk(*args, **kwargs):
         raise OSError("disk on fire")
@@ -359,7 +359,7 @@ def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file,
 
 
 def test_bench_command_exits_1_naming_the_failed_runs(grid_file, tmp_path, monkeypatch, capsys):
-    import fedcluster.federation.memory as memory
+    import fedcluster.client.memory as memory
     from fedcluster.cli import main
 
     def broken_disk(*args, **kwargs):

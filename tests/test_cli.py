@@ -316,6 +316,9 @@ def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_p
     assert last.startswith("fedcluster: interrupted after round "), text[-3000:]
     assert f"the last checkpoint is {out / 'checkpoint.json'}" in last
     assert "Traceback" not in text
+    # The interrupted run has its page, of a round in progress (written atomically: whole).
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "In progress when written" in page and page.rstrip().endswith("</html>")
     # Nothing of the run is left running (zombies are dead, only not yet reaped by init): Ray's
     # processes were in the command's session. A Ray worker whose raylet is gone may still be
     # on its way out when the command has exited: it gets a few seconds, no more.
@@ -334,6 +337,8 @@ def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_p
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert read_model(out / "model.pb").rounds == 12
+    assert "Did not converge: stopped at the round limit, 12 rounds" in (
+        out / "report.html").read_text(encoding="utf-8")
 
 
 # -- the console: short errors, grouped help, the summary (issue 27) -------------------------

@@ -8,13 +8,13 @@ import pytest
 from helpers import ask_client_app, messages, save_parts
 
 from fedcluster.client.app import build_client_app
-from fedcluster.client.privacy import PrivacyFloorError, check_reply, exposed
-from fedcluster.config import RunConfig
+from fedcluster.local.floor import PrivacyFloorError, check_reply, exposed
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import RunConfig, build_strategy
 from fedcluster.data import write_partitions
-from fedcluster.federation.flower import FlowerFederation
-from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import LOCAL_KMEANS, ClientSummary
-from fedcluster.methods import METHODS, build_strategy
+from fedcluster.methods import METHODS
+from fedcluster.server.flower import FlowerFederation
 from fedcluster.methods.dwf.client import LLOYD
 from fedcluster.protocol import read_reply
 from fedcluster.simulation import set_offline_env

@@ -3,7 +3,7 @@
 :class:`PrivateRounds` is what a round-based strategy (``dwf``, ``ewf``,
 ``fedkmeans``, ``ffcm-avg1``) uses when ``dp`` or ``secure-aggregation`` is
 on. Each round it asks the sampled clients for one step in sum form (the
-strategy's ``sums_type``: :data:`~.kinds.SUMS`, a Lloyd step, or
+strategy's ``sums_type``: :data:`~fedcluster.privacy.kinds.SUMS`, a Lloyd step, or
 ``ffcm-avg1``'s fuzzy sums, whose counts are the supports ``sum_i u_ij^m``),
 obtains the totals of their sums, counts (and, without
 DP, squared distances and rows) through :func:`secure_sum` (it sees only the
@@ -11,14 +11,14 @@ total: DP of either kind needs secure aggregation, as the sum form has no
 floor per cluster), adds
 the central noise (``dp = central``) or relies on the clients' shares of it
 (``dp = distributed``), counts the round against the budget
-(:class:`~.accountant.Budget`), and hands the totals to the method
+(:class:`~fedcluster.privacy.accountant.Budget`), and hands the totals to the method
 (``aggregate_totals``). The start is data-independent: ``init = random``
 draws uniformly in the declared ``data-bounds`` without asking the clients
 anything but their number of features; it spends no budget.
 
 The noise is OpenDP's discrete Gaussian on the fixed-point grid ``2^-f``
 of secure aggregation (``f``: ``secagg-fraction-bits``;
-:func:`~.mechanism.add_noise`), drawn from OpenDP's cryptographically secure
+:func:`~fedcluster.privacy.mechanism.add_noise`), drawn from OpenDP's cryptographically secure
 generator: the seed fixes the partitions, the start and the sampling, never
 the noise, so a DP run is not reproducible and nobody who knows the settings
 can draw the noise again and subtract it. Central DP: the server adds it to
@@ -26,8 +26,8 @@ the decoded secure totals, which lie on the grid already.
 
 Distributed DP: a round of ``m`` participants with threshold ``t`` asks each
 client for noise of scale ``sigma / sqrt(t)``
-(:func:`~.mechanism.client_noise_scale`, which the client computes again and
-holds the request to: :mod:`.client`): the total noise has variance
+(:func:`~fedcluster.privacy.mechanism.client_noise_scale`, which the client computes again and
+holds the request to: :mod:`fedcluster.local.private`): the total noise has variance
 ``s sigma^2 / t >= sigma^2`` whenever the ``s >= t`` survivors that secure
 aggregation needs answer, so the accountant's ``sigma`` is a lower bound
 (under SecAgg+ ``t`` is a neighbourhood's: each client adds more noise, and
@@ -75,15 +75,17 @@ from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import counted, log
 from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
 from ..numerics import random_in_box
+from ..privacy import secagg
+from ..privacy.accountant import Budget, calibrate, epsilon_spent, fits
+from ..privacy.checks import TotalCheck, Verify
+from ..privacy.kinds import CLIENT_NOISE_KEY, DIMENSION, ROUNDS_KEY, SUMS
+from ..privacy.mechanism import (Clipping, add_noise, centroids_from_totals, client_noise_scale,
+                                 parse_bounds)
 from ..results import RunResult
-from . import secagg
-from .accountant import Budget, calibrate, epsilon_spent, fits
-from .checks import TotalCheck, Verify
-from .kinds import CLIENT_NOISE_KEY, DIMENSION, ROUNDS_KEY, SUMS
-from .mechanism import Clipping, add_noise, centroids_from_totals, client_noise_scale, parse_bounds
+from .progress import StateError, state_array, state_entry
 
 if TYPE_CHECKING:
-    from ..strategies import ClusteringStrategy
+    from .base import ClusteringStrategy
 
 
 @dataclass
@@ -94,7 +96,7 @@ class Totals:
     DP, of the rows themselves otherwise; ``counts`` (k,) are the rows per
     cluster (``ffcm-avg1``: the fuzzy supports), noisy under DP;
     ``sse`` and ``n`` are NaN under DP (not released). ``target`` are the
-    Lloyd step's centroids (:func:`~.mechanism.centroids_from_totals`).
+    Lloyd step's centroids (:func:`~fedcluster.privacy.mechanism.centroids_from_totals`).
     """
 
     sums: np.ndarray
@@ -117,7 +119,7 @@ class SecAggCost:
     cpu_seconds: float = 0.0
     dropped: int = 0
     per_stage_seconds: dict[str, float] = field(default_factory=dict)
-    #: The last aggregation's participants, degree and threshold (:func:`~.secagg.graph_rule`).
+    #: The last aggregation's participants, degree and threshold (:func:`~fedcluster.privacy.secagg.graph_rule`).
     graph: tuple[int, int, int] = (0, 0, 0)
 
     def note_graph(self, parties: int, degree: int, threshold: int, setting: int, fraction: float,
@@ -174,9 +176,9 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     participant left. The quorum (``min-answer-fraction``) applies to the
     survivors, the threshold to the survivors of every participant's
     neighbourhood (the participant and its neighbours in
-    :func:`~.secagg.neighbour_graph`, the only ones it exchanges keys, shares
+    :func:`~fedcluster.privacy.secagg.neighbour_graph`, the only ones it exchanges keys, shares
     and masks with: all of them under SecAgg; the degree and the threshold
-    are :func:`~.secagg.graph_rule`'s for ``secagg-neighbours``).
+    are :func:`~fedcluster.privacy.secagg.graph_rule`'s for ``secagg-neighbours``).
     ``inner_config(threshold)``, if given, adds to the inner request's config
     once the threshold is known (distributed noise).
 
@@ -198,10 +200,10 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
       itself instead (one liar cannot knock out the honest majority);
     * unmasking: each share's index must be its sender's place in the
       owner's neighbourhood, and every secret is rebuilt from all its shares
-      (:func:`~.secagg.rebuild_secret`): the senders of shares that disagree
+      (:func:`~fedcluster.privacy.secagg.rebuild_secret`): the senders of shares that disagree
       with the majority are rejected by name, and the majority's secret is
       used (their own masked vectors stay in the total);
-    * the total: ``verify(values, survivors, threshold)`` (:mod:`.checks`)
+    * the total: ``verify(values, survivors, threshold)`` (:mod:`fedcluster.privacy.checks`)
       returns why the decoded values cannot be an honest total, "" if they
       can; a total that fails is never returned.
 
@@ -484,7 +486,7 @@ class PrivateRounds:
     ----------
     strategy : RoundBasedStrategy
         Its options hold the privacy settings (already checked by
-        :func:`~.options.check_privacy`).
+        :func:`~fedcluster.privacy.options.check_privacy`).
     """
 
     def __init__(self, strategy: ClusteringStrategy) -> None:
@@ -613,13 +615,13 @@ class PrivateRounds:
         ``dp-rounds-spent``: the rounds the accountant counted, so that a
         resumed run goes on spending from there, never again from nothing
         (with the run's one noise multiplier the epsilon after ``r`` rounds
-        is a function of ``r``: :func:`~.accountant.epsilon_spent`);
+        is a function of ``r``: :func:`~fedcluster.privacy.accountant.epsilon_spent`);
         ``dp-noise-multiplier`` and ``dp-epsilon-spent``, which
         :meth:`restore` compares with this run's (a checkpoint calibrated or
         accounted otherwise is refused rather than mixed into one budget);
         ``dp-last-counts``: the last noisy counts (the result's);
         ``dp-stop-reason``. No noise generator: the noise is drawn afresh
-        (:mod:`.mechanism`), so a round run again after a resume draws new
+        (:mod:`fedcluster.privacy.mechanism`), so a round run again after a resume draws new
         noise. Secure aggregation keeps nothing between rounds (its keys are
         drawn per aggregation).
         """
@@ -644,9 +646,6 @@ class PrivateRounds:
             multiplier or epsilon is not what this run's accountant gives for
             its rounds (another calibration or ``dp-accounting`` version).
         """
-        # Imported here: the strategies import this module.
-        from ..strategies.progress import StateError, state_array, state_entry
-
         if self.budget is None:
             return
         rounds = state_entry(state, "dp-rounds-spent")
