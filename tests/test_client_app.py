@@ -11,8 +11,8 @@ from helpers import LLOYD_CONFIG, ask_client_app
 from fedcluster.client.app import build_client_app
 from fedcluster.local.floor import private_bounds
 from fedcluster.client.respond import BAD_INPUT
-from fedcluster.client.steps import distinct_rows_up_to, local_kmeans
 from fedcluster.data import load_dataset, partition_indices, write_partitions
+from fedcluster.local.steps import distinct_rows_up_to, local_kmeans
 from fedcluster.messages import BOUNDS, EVALUATE, LOCAL_KMEANS
 from fedcluster.methods.dwf.client import LLOYD
 from fedcluster.protocol import read_reply
