@@ -12,6 +12,7 @@ from fedcluster.client.app import build_client_app
 from fedcluster.local.floor import private_bounds
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.data import load_dataset, partition_indices, write_partitions
+from fedcluster.local.steps import distinct_rows_up_to, local_kmeans
 from fedcluster.messages import BOUNDS, EVALUATE, LOCAL_KMEANS
 from fedcluster.methods.dwf.client import LLOYD
 from fedcluster.protocol import read_reply
@@ -71,6 +72,26 @@ def test_local_kmeans_never_sends_a_row_or_a_small_cluster(tmp_path):
     np.save(tmp_path / "one.npy", np.array([[1.0, 1.0]]))
     one = ask_client_app({"data-path": str(tmp_path / "one.npy")}, LOCAL_KMEANS, config)
     assert "this client has 1 rows, fewer than min-cluster-size 2" in error_of(one)
+
+
+def test_local_k_is_capped_at_the_distinct_rows_wherever_they_are():
+    # k = 5 looks at the first 20 rows first; these hold one value, so every
+    # row is counted: 5 distinct values further down leave k at 5, and 3
+    # values over 60 rows cap it at 3 (one local centroid per value).
+    config = {"k": 5, "seed": 0, "max-iter": 10, "tol": 0.0, "chunk-size": 16,
+              "min-cluster-size": 2}
+    values = np.arange(5.0)[:, None] * [1.0, 2.0]
+    late = values[np.r_[np.zeros(20, int), np.arange(40) % 5]]
+    assert distinct_rows_up_to(late, 5) == 5
+    centroids, counts, _ = local_kmeans(late, config)
+    assert len(centroids) == 5 and counts.sum() == 60
+    three = values[np.arange(60) % 3]
+    assert distinct_rows_up_to(three, 5) == 3
+    centroids, counts, _ = local_kmeans(three, config)
+    np.testing.assert_array_equal(np.sort(centroids, axis=0), values[:3])
+    np.testing.assert_array_equal(counts, [20, 20, 20])
+    assert distinct_rows_up_to(values[[0, 0, 1]], 5) == 2
+    assert distinct_rows_up_to(np.random.default_rng(0).normal(size=(100, 2)), 5) == 5
 
 
 def error_of(reply) -> str:

@@ -32,6 +32,14 @@ def test_a_centroid_may_equal_a_value_only_when_p_local_rows_hold_it():
     np.testing.assert_array_equal(exposed(X, centroids, 2), [False, True, False])
     np.testing.assert_array_equal(exposed(X, centroids, 3), [True, True, False])
     np.testing.assert_array_equal(exposed(X, -0.0 * centroids[:1] + [[1.0, 1.0]], 2), [False])
+    # Rows are found by their first feature first (-0.0 as 0.0), then compared whole.
+    shared = np.array([[0.0, 5.0], [-0.0, 5.0], [0.0, 6.0], [2.0, 5.0]])
+    np.testing.assert_array_equal(
+        exposed(shared, np.array([[-0.0, 5.0], [0.0, 6.0], [0.0, 7.0], [5.0, 5.0]]), 3),
+        [True, True, False, False])
+    with pytest.raises(PrivacyFloorError, match="centroid 0 equals local row 2 exactly"):
+        check_reply(shared, ClientSummary(n=4, centroids=np.array([[-0.0, 6.0]]),
+                                          counts=np.array([2.0])), 2, None)
     check_reply(X, ClientSummary(n=5, centroids=centroids[[0, 2]], counts=np.array([2.0, 3.0])),
                 2, None)
     with pytest.raises(PrivacyFloorError, match="centroid 1 equals local row 2 exactly, a value 1 "

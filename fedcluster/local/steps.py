@@ -70,6 +70,26 @@ def bounds_request(X, centroids, config: dict) -> ClientSummary:
     return ClientSummary(n=int(X.shape[0]), low=low, high=high)
 
 
+#: Rows per cluster that :func:`distinct_rows_up_to` looks at before it counts them all.
+HEAD_ROWS_PER_CLUSTER = 4
+
+
+def distinct_rows_up_to(X, k: int) -> int:
+    """The number of distinct rows of ``X``, or ``k`` when it has at least ``k``.
+
+    Counting all distinct rows sorts every row, which took a quarter of a
+    local fit on 10^5 rows of continuous data, where the answer is always
+    ``k``. The first :data:`HEAD_ROWS_PER_CLUSTER` x ``k`` rows usually hold
+    ``k`` distinct ones already; only when they do not are all rows counted
+    (data of many duplicates, or a client of few rows), so the count is the
+    same either way.
+    """
+    head = int(np.unique(to_numpy(X[: HEAD_ROWS_PER_CLUSTER * k]), axis=0).shape[0])
+    if head >= k or X.shape[0] <= HEAD_ROWS_PER_CLUSTER * k:
+        return min(k, head)
+    return min(k, int(np.unique(to_numpy(X), axis=0).shape[0]))
+
+
 def local_kmeans(X, config: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """k-means++ and Lloyd on the local rows; ``k`` is capped at the number of distinct rows.
 
@@ -81,10 +101,9 @@ def local_kmeans(X, config: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
     k = request_setting(config, "k", int, positive)
     check_rows(int(X.shape[0]), min_cluster_size(config))
-    distinct = int(np.unique(to_numpy(X), axis=0).shape[0])
     result = kmeans(
         X,
-        min(k, distinct),
+        distinct_rows_up_to(X, k),
         rng=np.random.default_rng(request_setting(config, "seed", int, non_negative)),
         max_iter=request_setting(config, "max-iter", int, positive),
         tol=request_setting(config, "tol", float, non_negative),
