@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data import DataError, load_dataset, partition_file, partition_indices, read_points
+from ..data import DataError, read_points
 from ..numerics import get_namespace
 
 DATA_PATH_KEY = "data-path"
@@ -108,6 +108,8 @@ def _source(node_config: Mapping[str, Any], settings: Mapping[str, Any]
     partition_id = int(node_config[PARTITION_ID_KEY])
     partitions_dir = str(settings.get("partitions-dir", ""))
     if partitions_dir:
+        from ..data import partition_file  # a deployment's node (data-path) needs no partitioning
+
         path = partition_file(partitions_dir, partition_id)
         return ("file", str(path)), _stamp(path), lambda: read_points(path)
     if NUM_PARTITIONS_KEY not in node_config:
@@ -140,6 +142,8 @@ def _stamp(path: Path) -> tuple[int, int]:
 @lru_cache(maxsize=2)
 def _split(dataset: str, split: str, seed: int, num_partitions: int):
     """The dataset and its partition, computed once per process for all its simulated clients."""
+    from ..data import load_dataset, partition_indices
+
     data = load_dataset(dataset, seed=seed)
     parts = partition_indices(data.X.shape[0], num_partitions, split, labels=data.labels,
                               points=data.X, seed=seed)

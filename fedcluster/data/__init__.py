@@ -1,68 +1,47 @@
 """fedcluster.data: datasets, point files and client partitions.
 
 Nothing here depends on Flower, so data can be prepared, checked and split
-on a machine without it.
+on a machine without it. The public names load their module on first use:
+a ClientApp process, which reads one partition file per message, does not
+pay for the data sets' generators and loaders.
 """
 
-from fedcluster.data.atomic import atomic_write
-from fedcluster.data.cifar import load_cifar10
-from fedcluster.data.datasets import (
-    DATASET_NAMES,
-    DATASET_PARAMS,
-    G2_NAMES,
-    NOISE_LABEL,
-    BlobsParams,
-    Dataset,
-    FFCMCase1Params,
-    GarstGridParams,
-    TriebeParams,
-    load_dataset,
-    make_blobs,
-    make_ffcm_case1,
-    make_garst_grid,
-    make_triebe,
-)
-from fedcluster.data.files import read_labelled, read_points, write_points
-from fedcluster.data.partition import (
-    MANIFEST_NAME,
-    SPLIT_FORMS,
-    SPLIT_HELP,
-    Split,
-    parse_split,
-    partition_file,
-    partition_indices,
-    write_partitions,
-)
-from fedcluster.data.validation import DataError, validate_points
+from __future__ import annotations
 
-__all__ = [
-    "DATASET_NAMES",
-    "DATASET_PARAMS",
-    "G2_NAMES",
-    "MANIFEST_NAME",
-    "NOISE_LABEL",
-    "SPLIT_FORMS",
-    "SPLIT_HELP",
-    "BlobsParams",
-    "DataError",
-    "Dataset",
-    "FFCMCase1Params",
-    "GarstGridParams",
-    "Split",
-    "TriebeParams",
-    "atomic_write",
-    "load_cifar10",
-    "load_dataset",
-    "make_blobs",
-    "make_ffcm_case1",
-    "make_garst_grid",
-    "make_triebe",
-    "parse_split",
-    "partition_file",
-    "partition_indices",
-    "read_labelled",
-    "read_points",
-    "validate_points",
-    "write_partitions",
-    "write_points",
-]
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .atomic import atomic_write
+    from .cifar import load_cifar10
+    from .datasets import (DATASET_NAMES, DATASET_PARAMS, G2_NAMES, NOISE_LABEL, BlobsParams,
+                           Dataset, FFCMCase1Params, GarstGridParams, TriebeParams, load_dataset,
+                           make_blobs, make_ffcm_case1, make_garst_grid, make_triebe)
+    from .files import read_labelled, read_points, write_points
+    from .partition import (MANIFEST_NAME, SPLIT_FORMS, SPLIT_HELP, Split, parse_split,
+                            partition_file, partition_indices, write_partitions)
+    from .validation import DataError, validate_points
+
+#: Module -> the public names it defines.
+_MODULES = {
+    ".atomic": ("atomic_write",),
+    ".cifar": ("load_cifar10",),
+    ".datasets": ("DATASET_NAMES", "DATASET_PARAMS", "G2_NAMES", "NOISE_LABEL", "BlobsParams",
+                  "Dataset", "FFCMCase1Params", "GarstGridParams", "TriebeParams", "load_dataset",
+                  "make_blobs", "make_ffcm_case1", "make_garst_grid", "make_triebe"),
+    ".files": ("read_labelled", "read_points", "write_points"),
+    ".partition": ("MANIFEST_NAME", "SPLIT_FORMS", "SPLIT_HELP", "Split", "parse_split",
+                   "partition_file", "partition_indices", "write_partitions"),
+    ".validation": ("DataError", "validate_points"),
+}
+_MODULE_OF = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name in _MODULE_OF:
+        value = getattr(import_module(_MODULE_OF[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
