@@ -8,8 +8,8 @@
 
 For each data set, split, epsilon and seed: fedcluster's ``dwf`` with
 ``dp = central`` (and ``dp = distributed`` under secure aggregation) over
-10 in-memory clients, ``--rounds`` rounds, a random start in the declared
-bounds; diffprivlib's ``KMeans`` (central DP, its own iteration count) on the
+10 in-memory clients, ``--rounds`` rounds, a start in the declared bounds
+(``--init``: random, uniform, the default; or spread, packed apart); diffprivlib's ``KMeans`` (central DP, its own iteration count) on the
 pooled data at the same epsilon and bounds. epsilon = inf is the same
 ``dwf`` sum-form run without noise (``dp = off``, same start) and
 scikit-learn's ``KMeans`` with one random start for diffprivlib's column.
@@ -87,12 +87,12 @@ def score(X: np.ndarray, centroids: np.ndarray) -> float:
     return float(cluster_stats(X, np.asarray(centroids)).inertia) / len(X)
 
 
-def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode) -> np.ndarray:
+def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random") -> np.ndarray:
     from fedcluster.config import RunConfig
     from fedcluster.federation.memory import InMemoryFederation
     from fedcluster.methods import build_strategy
 
-    settings = {"k": k, "seed": seed, "init": "random", "data-bounds": bounds, "tol": 0.0,
+    settings = {"k": k, "seed": seed, "init": init, "data-bounds": bounds, "tol": 0.0,
                 "num-server-rounds": rounds}
     if math.isinf(epsilon):
         settings["secure-aggregation"] = True  # the sum form without noise
@@ -228,6 +228,8 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", type=int, default=0,
                         help="a seeded subset (seed 0) of this many rows of each data set (0: all)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--init", default="random", choices=("random", "spread"),
+                        help="the no-budget start in the declared bounds (random: uniform)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--distributed-seeds", type=int, default=3,
                         help="seeds of the distributed runs (secure aggregation costs ~1 s a round)")
@@ -301,12 +303,13 @@ def run_grid(args, parser) -> None:
                                                      points=X, seed=0)]
             for epsilon in epsilons:
                 central = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
-                                                   args.rounds, "central")) / best
+                                                   args.rounds, "central", args.init)) / best
                            for s in range(args.seeds)]
                 distributed = []
                 if distributed_too and not math.isinf(epsilon):
                     distributed = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
-                                                           args.rounds, "distributed")) / best
+                                                           args.rounds, "distributed",
+                                                           args.init)) / best
                                    for s in range(args.distributed_seeds)]
                 if epsilon not in references:
                     if math.isinf(epsilon):
@@ -323,6 +326,7 @@ def run_grid(args, parser) -> None:
                 rows.append(row)
                 print_table([row], header=len(rows) == 1)
         meta = {"data": name, "rows": len(X) if args.rows else 0, "k": k, "bounds": bounds,
+                "init": args.init,
                 "rounds": args.rounds, "clients": args.clients, "seeds": args.seeds,
                 "distributed_seeds": args.distributed_seeds if distributed_too else 0,
                 "distributed": distributed_too, "centralized_score": best,

@@ -31,7 +31,7 @@ from .privacy.options import (DP, DataBounds, DPClip, DPDelta, DPEpsilon, DPNois
                               SecureAggregation, check_privacy)
 
 #: The named starts of the round-based methods (besides an array file).
-INIT_METHODS = ("local-kmeans", "kfed", "random")
+INIT_METHODS = ("local-kmeans", "kfed", "random", "spread")
 #: Other names of ``min-cluster-size`` (FKM's paper calls p the privacy threshold).
 PRIVACY_THRESHOLD_ALIASES = ("privacy-threshold", "privacy_threshold")
 
@@ -55,7 +55,8 @@ def _init_method_or_file(value: str) -> str:
 Init = Annotated[str, AfterValidator(_init_method_or_file), Field(
     "local-kmeans", description="initial centroids: local-kmeans (server k-means over the "
     "clients' local k-means), kfed (k-FED), random (uniform in the federated bounding box), "
-    "or a (k, d) array file")]
+    "spread (packed apart in that box, or under DP in --data-bounds; no row used), or a (k, d) "
+    "array file")]
 KPrime = Annotated[int, Field(
     0, ge=0, description="clusters of each client's local k-means (k-FED, FeCA, M-Avg, "
     "--init kfed); 0 means k")]

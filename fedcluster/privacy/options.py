@@ -95,9 +95,9 @@ def check_privacy(options: Any) -> None:
                          "aggregation needs each client's own centroids")
     init = getattr(options, "init", "random")
     if init in ("local-kmeans", "kfed"):
-        raise ValueError(f"{what} needs init = random (in --data-bounds) or an array file: "
+        raise ValueError(f"{what} needs init = random or spread (in --data-bounds) or an array file: "
                          f"init = {init} sends each client's local centroids")
-    if options.dp != "off" or init == "random":
+    if options.dp != "off" or init in ("random", "spread"):
         if not options.data_bounds:
             raise ValueError(f"{what} needs data-bounds, the declared box of the data "
                              "(e.g. '0:1e6'): DP clips rows into it, and a random start draws "

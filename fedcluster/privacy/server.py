@@ -13,8 +13,10 @@ the central noise (``dp = central``) or relies on the clients' shares of it
 (``dp = distributed``), counts the round against the budget
 (:class:`~.accountant.Budget`), and hands the totals to the method
 (``aggregate_totals``). The start is data-independent: ``init = random``
-draws uniformly in the declared ``data-bounds`` without asking the clients
-anything but their number of features; it spends no budget.
+draws uniformly in the declared ``data-bounds``, ``init = spread`` packs the
+centres apart in them (:func:`~fedcluster.numerics.spread_in_box`), without
+asking the clients anything but their number of features; it spends no
+budget.
 
 The noise is OpenDP's discrete Gaussian on the fixed-point grid ``2^-f``
 of secure aggregation (``f``: ``secagg-fraction-bits``;
@@ -74,7 +76,6 @@ import numpy as np
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import counted, log
 from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
-from ..numerics import random_in_box
 from ..results import RunResult
 from . import secagg
 from .accountant import Budget, calibrate, epsilon_spent, fits
@@ -541,12 +542,17 @@ class PrivateRounds:
             raise RunFailed("init (random in data-bounds): no client said how many features it has")
         return dims.most_common(1)[0][0]
 
-    def initial_centroids(self, strategy: ClusteringStrategy, federation: Federation) -> np.ndarray:
-        """``k`` centroids uniform in the declared box (no data used, no budget spent)."""
+    def initial_centroids(self, strategy: ClusteringStrategy, federation: Federation, init: str
+                          ) -> np.ndarray:
+        """``k`` centroids in the declared box (no data used, no budget spent): ``init`` names
+        the draw (:data:`~fedcluster.strategies.initialisation.BOX_STARTS`: uniform or spread)."""
+        from ..strategies.initialisation import BOX_STARTS
+
         dim = self.dimension(strategy, federation)
         clipping = Clipping.declared(self.bounds, self.clip, dim)
-        log(INFO, "init: %d centroids uniform in the declared data-bounds (no data used)", strategy.k)
-        return random_in_box(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+        how = "uniform" if init == "random" else "spread apart"
+        log(INFO, "init: %d centroids %s in the declared data-bounds (no data used)", strategy.k, how)
+        return BOX_STARTS[init](clipping.low, clipping.high, strategy.k, rng=strategy.rng)
 
     # -- a round ----------------------------------------------------------------------
     def stop_before(self, t: int) -> str:
