@@ -9,7 +9,8 @@
 For each data set, split, epsilon and seed: fedcluster's ``dwf`` with
 ``dp = central`` (and ``dp = distributed`` under secure aggregation) over
 10 in-memory clients, ``--rounds`` rounds, a start in the declared bounds
-(``--init``: random, uniform, the default; or spread, packed apart); diffprivlib's ``KMeans`` (central DP, its own iteration count) on the
+(``--init``: random, uniform, the default; or spread, packed apart; with
+``--private-bounds`` the DP runs declare none and estimate them); diffprivlib's ``KMeans`` (central DP, its own iteration count) on the
 pooled data at the same epsilon and bounds. epsilon = inf is the same
 ``dwf`` sum-form run without noise (``dp = off``, same start) and
 scikit-learn's ``KMeans`` with one random start for diffprivlib's column.
@@ -87,7 +88,8 @@ def score(X: np.ndarray, centroids: np.ndarray) -> float:
     return float(cluster_stats(X, np.asarray(centroids)).inertia) / len(X)
 
 
-def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random") -> np.ndarray:
+def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
+                   private_bounds=False) -> np.ndarray:
     from fedcluster.config import RunConfig
     from fedcluster.federation.memory import InMemoryFederation
     from fedcluster.methods import build_strategy
@@ -100,6 +102,8 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random")
         settings.update({"dp": "central", "dp-epsilon": epsilon, "secure-aggregation": True})
     else:
         settings.update({"dp": "distributed", "dp-epsilon": epsilon, "secure-aggregation": True})
+    if private_bounds and not math.isinf(epsilon):
+        del settings["data-bounds"]  # estimated with a share of the budget
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids
 
 
@@ -229,7 +233,10 @@ def main(argv=None) -> None:
                         help="a seeded subset (seed 0) of this many rows of each data set (0: all)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--init", default="random", choices=("random", "spread"),
-                        help="the no-budget start in the declared bounds (random: uniform)")
+                        help="the no-budget start in the bounds (random: uniform)")
+    parser.add_argument("--private-bounds", action="store_true",
+                        help="DP runs without --data-bounds: estimated with a share of the budget "
+                        "(epsilon = inf runs keep the declared ones)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--distributed-seeds", type=int, default=3,
                         help="seeds of the distributed runs (secure aggregation costs ~1 s a round)")
@@ -303,13 +310,14 @@ def run_grid(args, parser) -> None:
                                                      points=X, seed=0)]
             for epsilon in epsilons:
                 central = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
-                                                   args.rounds, "central", args.init)) / best
+                                                   args.rounds, "central", args.init,
+                                                   args.private_bounds)) / best
                            for s in range(args.seeds)]
                 distributed = []
                 if distributed_too and not math.isinf(epsilon):
                     distributed = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
                                                            args.rounds, "distributed",
-                                                           args.init)) / best
+                                                           args.init, args.private_bounds)) / best
                                    for s in range(args.distributed_seeds)]
                 if epsilon not in references:
                     if math.isinf(epsilon):
@@ -326,7 +334,7 @@ def run_grid(args, parser) -> None:
                 rows.append(row)
                 print_table([row], header=len(rows) == 1)
         meta = {"data": name, "rows": len(X) if args.rows else 0, "k": k, "bounds": bounds,
-                "init": args.init,
+                "init": args.init, "private_bounds": args.private_bounds,
                 "rounds": args.rounds, "clients": args.clients, "seeds": args.seeds,
                 "distributed_seeds": args.distributed_seeds if distributed_too else 0,
                 "distributed": distributed_too, "centralized_score": best,

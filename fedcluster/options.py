@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .privacy.options import (DP, DataBounds, DPClip, DPDelta, DPEpsilon, DPNoiseMultiplier,
+from .privacy.options import (DP, DataBounds, DPBoundsShare, DPClip, DPDelta, DPEpsilon, DPNoiseMultiplier,
                               SecAggFractionBits, SecAggNeighbours, SecAggThreshold,
                               SecureAggregation, check_privacy)
 
@@ -124,6 +124,7 @@ class Options(BaseModel):
     dp_noise_multiplier: DPNoiseMultiplier
     dp_clip: DPClip
     data_bounds: DataBounds
+    dp_bounds_share: DPBoundsShare
     secure_aggregation: SecureAggregation
     secagg_threshold: SecAggThreshold
     secagg_neighbours: SecAggNeighbours

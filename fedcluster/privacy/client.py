@@ -14,7 +14,10 @@ noise), and sends no squared distances. Its share lies on the grid, so the
 fixed-point encoding keeps it exactly and the masked total of the shares is
 a sum of discrete Gaussians: close to a discrete Gaussian, not exactly one
 (Kairouz, Liu & Steinke 2021); see :mod:`.server` for what the accountant
-counts. :func:`secure_stage` runs the stages of secure aggregation
+counts. :func:`histogram_request` answers the bounds step of a DP run
+without declared bounds (:mod:`.bounds`): each feature's counts over a fixed
+grid, with its share of that step's noise under distributed DP.
+:func:`secure_stage` runs the stages of secure aggregation
 (:mod:`.secagg`) with the client's session state.
 
 What the server can and cannot make a client do (:func:`check_dp_request`,
@@ -22,13 +25,17 @@ before any step runs): a data owner states its own floor in its SuperNode's
 ``--node-config`` (:data:`NODE_MAX_EPSILON`, :data:`NODE_MIN_NOISE`,
 :data:`NODE_REQUIRE`), and a request below it is refused with the reason.
 Whatever its floor, a client answers a request that claims DP only in sum
-form, only inside secure aggregation's masked stage, only with declared
-``data-bounds``, and only if the request's noise multiplier spends at most
-its ``dp-epsilon`` over its ``dp-rounds`` (:func:`~.accountant.fits`, the
-accountant's own test); under ``dp = distributed`` it never sends a share
-with less noise than it computes itself: ``z Delta / sqrt(t)``, with ``Delta``
-from the request's clipping and ``t`` the threshold the client accepted at
-the share stage (not a number the masked request states). What it cannot
+form (or the bounds step's histogram), only inside secure aggregation's
+masked stage, only with ``data-bounds`` (declared or estimated; not the
+histogram's, which estimates them), and only if the request's noise
+multiplier spends at most its ``dp-epsilon`` over its ``dp-rounds`` after
+the bounds step's multiplier (:func:`~.accountant.fits`, the accountant's
+own test); under ``dp = distributed`` it never sends a share with less
+noise than it computes itself: ``z Delta / sqrt(t)``, with ``Delta`` from the
+request's clipping (the histogram's: ``z_b sqrt(d) / sqrt(t)``) and ``t``
+the threshold the client accepted at the share stage (not a number the
+masked request states). A histogram is never sent outside DP and secure
+aggregation. What it cannot
 check: that the server adds central noise, or runs no more rounds than it
 said (each request is judged alone).
 
@@ -57,8 +64,9 @@ from ..numerics import assign, cluster_stats, namespace_of, to_numpy
 from ..options import Options
 from . import secagg
 from .accountant import fits
-from .kinds import CLIENT_NOISE_KEY, ROUNDS_KEY
-from .mechanism import Clipping, add_noise, client_noise_scale, clipped_sums
+from .bounds import feature_histogram, noise_scale
+from .kinds import BOUNDS_NOISE_KEY, CLIENT_NOISE_KEY, ROUNDS_KEY
+from .mechanism import Clipping, add_noise, client_noise_scale, clipped_sums, discrete_gaussian
 from .options import MIN_NOISE_MULTIPLIER
 
 #: Node-config key: the largest ``dp-epsilon`` this data owner accepts for a run.
@@ -121,10 +129,11 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
 
 
 def check_dp_request(sum_form: bool, config: Mapping[str, Any], node_config: Mapping[str, Any],
-                     masking: Masking | None, dim: int) -> None:
+                     masking: Masking | None, dim: int, histogram: bool = False) -> None:
     """Refuse a request below this client's DP floor (see the module docstring).
 
-    ``sum_form``: whether the request's kind is a sum form; ``config`` its
+    ``sum_form``: whether the request's kind is a sum form or the bounds
+    step's histogram (``histogram``: it is the histogram); ``config`` its
     settings (``dp``, and under DP ``dp-epsilon``, ``dp-delta``,
     ``dp-noise-multiplier``, ``dp-rounds``, ``data-bounds``, ``dp-clip``,
     ``dp-client-noise``); ``node_config`` the data owner's floor;
@@ -161,27 +170,44 @@ def check_dp_request(sum_form: bool, config: Mapping[str, Any], node_config: Map
     delta = request_option(config, Options, "dp-delta")
     z = request_setting(config, "dp-noise-multiplier", float, lambda v: v >= MIN_NOISE_MULTIPLIER)
     rounds = request_setting(config, ROUNDS_KEY, int, lambda v: v >= 1)
+    first = request_setting(config, BOUNDS_NOISE_KEY, float,
+                            lambda v: v == 0 or v >= MIN_NOISE_MULTIPLIER) \
+        if BOUNDS_NOISE_KEY in config or histogram else 0.0
+    if histogram and not first:
+        raise ProtocolError(f"{BOUNDS_NOISE_KEY} must be given for the bounds step's histogram")
     if epsilon > max_epsilon:
         raise ProtocolError(f"dp-epsilon {epsilon:g} is above this client's floor: node config "
                             f"{NODE_MAX_EPSILON} = {max_epsilon:g}")
     if z < min_noise:
         raise ProtocolError(f"noise multiplier {z:g} is below this client's floor: node config "
                             f"{NODE_MIN_NOISE} = {min_noise:g}")
-    if not fits(z, rounds, delta, epsilon):
-        raise ProtocolError(f"noise multiplier {z:g} over {rounds} round(s) spends more than "
-                            f"dp-epsilon {epsilon:g} at dp-delta {delta:g}")
+    if first and first < min_noise:
+        raise ProtocolError(f"bounds noise multiplier {first:g} is below this client's floor: "
+                            f"node config {NODE_MIN_NOISE} = {min_noise:g}")
+    if not fits(z, rounds, delta, epsilon, first):
+        raise ProtocolError(f"noise multiplier {z:g} over {rounds} round(s)"
+                            + (f" after the bounds step's {first:g}" if first else "")
+                            + f" spends more than dp-epsilon {epsilon:g} at dp-delta {delta:g}")
+    if histogram:
+        if mode == "distributed":
+            _check_share(config, noise_scale(first, dim, masking.threshold),
+                         f"bounds noise multiplier {first:g} x sqrt({dim} features)", masking)
+        return
     bounds = request_option(config, Options, "data-bounds")
     if not bounds:
         raise ProtocolError(f"dp = {mode} needs data-bounds: without them no row is clipped")
     if mode == "distributed":
         clipping = Clipping.declared(bounds, request_option(config, Options, "dp-clip"), dim)
-        own = client_noise_scale(z, clipping, masking.threshold)
-        noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
-        if not noise >= own:
-            raise ProtocolError(
-                f"dp-client-noise {noise:g} is below this client's own share {own:g} (noise "
-                f"multiplier {z:g} x sensitivity {clipping.sensitivity:g} / sqrt(threshold "
-                f"{masking.threshold}))")
+        _check_share(config, client_noise_scale(z, clipping, masking.threshold),
+                     f"noise multiplier {z:g} x sensitivity {clipping.sensitivity:g}", masking)
+
+
+def _check_share(config: Mapping[str, Any], own: float, why: str, masking: Masking) -> None:
+    """Refuse a request whose ``dp-client-noise`` is below the client's own share ``own``."""
+    noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
+    if not noise >= own:
+        raise ProtocolError(f"dp-client-noise {noise:g} is below this client's own share {own:g} "
+                            f"({why} / sqrt(threshold {masking.threshold}))")
 
 
 def _node_number(node_config: Mapping[str, Any], key: str, absent: float) -> float:
@@ -212,6 +238,23 @@ def _nearest_sums(X, given: np.ndarray, clipping: Clipping | None, config: dict
     labels, sqdist = assign(X, xp.asarray(given), chunk_size=chunk_size(config))
     sums, counts = clipped_sums(to_numpy(X), to_numpy(labels), len(given), clipping)
     return sums, counts, float(to_numpy(sqdist).sum())
+
+
+def histogram_request(X, centroids, config: dict) -> ClientSummary:
+    """Each feature's counts over the bounds grid (:func:`~.bounds.feature_histogram`), flat in
+    ``counts``, with this client's noise share (``dp-client-noise``; distributed DP).
+
+    Answered only masked and under DP (the request was held to the client's
+    floor before, :func:`check_dp_request`): a histogram in the clear would
+    show single rows in its sparse bins.
+    """
+    if secagg.BITS_KEY not in config or config.get("dp", "off") == "off":
+        raise ProtocolError("a histogram is sent only under DP, inside secure aggregation")
+    histogram = feature_histogram(to_numpy(X))
+    noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
+    if noise > 0:
+        histogram = discrete_gaussian(histogram, noise, config[secagg.BITS_KEY])
+    return ClientSummary(n=int(X.shape[0]), counts=histogram.ravel())
 
 
 def dimension_request(X) -> ClientSummary:

@@ -9,3 +9,7 @@ CLIENT_NOISE_KEY = "dp-client-noise"
 #: Request config key: the rounds a DP run's budget allows (a client checks its noise multiplier
 #: spends at most ``dp-epsilon`` over them).
 ROUNDS_KEY = "dp-rounds"
+#: A histogram of each feature over a fixed grid, for bounds estimated under DP (:mod:`.bounds`).
+HISTOGRAM = "query.histogram"
+#: Request config key: the bounds step's noise multiplier ``z_b`` (0 or absent: bounds declared).
+BOUNDS_NOISE_KEY = "dp-bounds-noise-multiplier"

@@ -46,8 +46,14 @@ DPClip = Annotated[float, Field(
     "which every row is scaled (0: the box's half diagonal)")]
 DataBounds = Annotated[str, Field(
     "", description="declared per-feature box of the data, 'LOW:HIGH' or 'l1,l2,..:h1,h2,..' "
-    "(data-independent): rows are clipped into it under DP, and --init random draws in it "
-    "under DP or secure aggregation")]
+    "(data-independent): rows are clipped into it under DP, and --init random or spread draws "
+    "in it under DP or secure aggregation; empty under DP: estimated privately with "
+    "--dp-bounds-share of the budget")]
+#: The default ``dp-bounds-share`` (see benchmarks/privacy.py's measurements in BENCHMARKS.md).
+BOUNDS_SHARE = 0.1
+DPBoundsShare = Annotated[float, Field(
+    BOUNDS_SHARE, gt=0.0, lt=1.0, description="DP without --data-bounds: the share of the "
+    "budget (of its privacy loss 1/z^2) that estimating the bounds spends before the start")]
 SecureAggregation = Annotated[bool, Field(
     False, description="the server learns only the round's total of the clients' sums, counts "
     "and squared distances (SecAgg; dwf, ewf, fedkmeans, ffcm-avg1 in their one-step sum form)")]
@@ -98,13 +104,15 @@ def check_privacy(options: Any) -> None:
         raise ValueError(f"{what} needs init = random or spread (in --data-bounds) or an array file: "
                          f"init = {init} sends each client's local centroids")
     if options.dp != "off" or init in ("random", "spread"):
-        if not options.data_bounds:
+        # Under DP without them the bounds are estimated with a share of the budget (.bounds).
+        if not options.data_bounds and options.dp == "off":
             raise ValueError(f"{what} needs data-bounds, the declared box of the data "
-                             "(e.g. '0:1e6'): DP clips rows into it, and a random start draws "
-                             "in it without asking the clients")
-        from .mechanism import parse_bounds
+                             "(e.g. '0:1e6'): a random start draws in it without asking the "
+                             "clients")
+        if options.data_bounds:
+            from .mechanism import parse_bounds
 
-        parse_bounds(options.data_bounds)
+            parse_bounds(options.data_bounds)
     if options.score != "exact":
         raise ValueError(f"{what} needs score = exact: the clients' own means are not released")
     if options.dp != "off" and options.n_init != 1:

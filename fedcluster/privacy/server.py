@@ -78,10 +78,12 @@ from ..logs import counted, log
 from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
 from ..results import RunResult
 from . import secagg
-from .accountant import Budget, calibrate, epsilon_spent, fits
+from . import bounds as private_bounds
+from .accountant import Budget, calibrate, epsilon_spent, fits, split
 from .checks import TotalCheck, Verify
-from .kinds import CLIENT_NOISE_KEY, DIMENSION, ROUNDS_KEY, SUMS
-from .mechanism import Clipping, add_noise, centroids_from_totals, client_noise_scale, parse_bounds
+from .kinds import BOUNDS_NOISE_KEY, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY, SUMS
+from .mechanism import (Clipping, add_noise, centroids_from_totals, client_noise_scale,
+                        discrete_gaussian, parse_bounds)
 
 if TYPE_CHECKING:
     from ..strategies import ClusteringStrategy
@@ -471,7 +473,8 @@ def _rounds_that_fit(budget: Budget, most: int) -> int:
     low, high = 0, most  # fits(low) holds; the answer lies in [low, high]
     while low < high:
         middle = (low + high + 1) // 2
-        if fits(budget.noise_multiplier, middle, budget.delta, budget.epsilon):
+        if fits(budget.noise_multiplier, middle, budget.delta, budget.epsilon,
+                budget.bounds_multiplier):
             low = middle
         else:
             high = middle - 1
@@ -499,9 +502,13 @@ class PrivateRounds:
         #: calibrated multiplier, else the most that fit, at most that many.
         self.rounds = 0
         if self.dp != "off":
-            z = options.dp_noise_multiplier or calibrate(
-                options.dp_epsilon, options.dp_delta, options.num_server_rounds)
-            self.budget = Budget(options.dp_epsilon, options.dp_delta, z)
+            z, first = options.dp_noise_multiplier, 0.0
+            if not self.bounds:  # estimated with dp-bounds-share of the budget (.bounds)
+                first, calibrated = split(options.dp_epsilon, options.dp_delta,
+                                          options.num_server_rounds, options.dp_bounds_share)
+                z = z or calibrated
+            z = z or calibrate(options.dp_epsilon, options.dp_delta, options.num_server_rounds)
+            self.budget = Budget(options.dp_epsilon, options.dp_delta, z, first)
             self.rounds = options.num_server_rounds if not options.dp_noise_multiplier else \
                 _rounds_that_fit(self.budget, options.num_server_rounds)
         self.cost = SecAggCost()
@@ -520,14 +527,16 @@ class PrivateRounds:
         if self.budget is not None:
             parts.append(f"dp = {self.dp}, noise multiplier {self.budget.noise_multiplier:.4g}, "
                          f"budget epsilon {self.budget.epsilon:g} at delta {self.budget.delta:g}")
+            if self.budget.bounds_multiplier:
+                parts.append(f"data bounds estimated first (noise multiplier "
+                             f"{self.budget.bounds_multiplier:.4g})")
         parts.append("secure aggregation")
         return "; ".join(parts)
 
     # -- the start ------------------------------------------------------------------
     def dimension(self, strategy: ClusteringStrategy, federation: Federation) -> int:
         """The data's dimension: from per-feature bounds, else the clients' most common answer."""
-        low, _ = parse_bounds(self.bounds)
-        if low.size > 1:
+        if self.bounds and (low := parse_bounds(self.bounds)[0]).size > 1:
             return int(low.size)
         answers = federation.ask(Request(DIMENSION, {}), strategy.connected_nodes(federation),
                                  strategy.round_timeout)
@@ -551,8 +560,50 @@ class PrivateRounds:
         dim = self.dimension(strategy, federation)
         clipping = Clipping.declared(self.bounds, self.clip, dim)
         how = "uniform" if init == "random" else "spread apart"
-        log(INFO, "init: %d centroids %s in the declared data-bounds (no data used)", strategy.k, how)
+        log(INFO, "init: %d centroids %s in the data-bounds (no data used)", strategy.k, how)
         return BOX_STARTS[init](clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+
+    @property
+    def needs_bounds(self) -> bool:
+        """Whether a DP run without declared bounds has yet to estimate them."""
+        return self.budget is not None and not self.bounds
+
+    def estimate_bounds(self, strategy: ClusteringStrategy, federation: Federation
+                        ) -> tuple[Exchange[ClientSummary], float]:
+        """The bounds step (:mod:`.bounds`): per-feature bounds from the clients' histograms,
+        summed through secure aggregation and noised; sets :attr:`bounds`, logs them and returns
+        the exchange and the epsilon spent so far."""
+        dim = self.dimension(strategy, federation)
+        budget = self.budget
+        sigma = private_bounds.noise_scale(budget.bounds_multiplier, dim)
+        config = {"dp": self.dp, "dp-epsilon": budget.epsilon, "dp-delta": budget.delta,
+                  "dp-noise-multiplier": budget.noise_multiplier, ROUNDS_KEY: self.rounds,
+                  BOUNDS_NOISE_KEY: budget.bounds_multiplier, CLIENT_NOISE_KEY: 0.0}
+
+        def client_noise(threshold: int) -> dict:
+            share = private_bounds.noise_scale(budget.bounds_multiplier, dim, threshold)
+            return {CLIENT_NOISE_KEY: share if self.dp == "distributed" else 0.0}
+
+        # Never refused (the module docstring of .bounds): what a liar can do is bounded there.
+        vector, exchange = secure_sum(
+            strategy, federation, strategy.connected_nodes(federation), Request(HISTOGRAM, config),
+            ("counts",), dim * private_bounds.BINS, what="bounds", verify=lambda *_: "",
+            inner_config=client_noise, cost=self.cost)
+        if self.dp == "central":
+            vector = discrete_gaussian(vector, sigma, self.fraction_bits)
+        else:  # the survivors' shares: sigma sqrt(s / t) in all
+            sigma *= math.sqrt(max(1, len(exchange.accepted)) / max(1, self.cost.graph[2]))
+        epsilon = budget.spend_bounds()
+        low, high, empty = private_bounds.bounds_from_histogram(
+            vector.reshape(dim, private_bounds.BINS), sigma)
+        self.bounds = private_bounds.bounds_text(low, high)
+        log(INFO, "bounds: estimated under DP (epsilon %.4g spent so far): %s", epsilon,
+            private_bounds.describe(low, high))
+        if empty:
+            log(WARNING, "bounds: %d of %d feature(s) had too few rows for the noise and got the "
+                "whole grid (+-%g): give --data-bounds, or a larger --dp-bounds-share", empty, dim,
+                private_bounds.grid_edges()[-1])
+        return exchange, epsilon
 
     # -- a round ----------------------------------------------------------------------
     def stop_before(self, t: int) -> str:
@@ -575,7 +626,8 @@ class PrivateRounds:
         if self.budget is not None:
             config.update({"dp-epsilon": self.budget.epsilon, "dp-delta": self.budget.delta,
                            "dp-noise-multiplier": self.budget.noise_multiplier,
-                           ROUNDS_KEY: self.rounds})
+                           ROUNDS_KEY: self.rounds,
+                           BOUNDS_NOISE_KEY: self.budget.bounds_multiplier})
         sigma = 0.0 if self.budget is None else self.budget.noise_multiplier * self.clipping.sensitivity
         what = f"round {t}"
         inner = Request(strategy.sums_type, {**config, **strategy.sums_settings()},
@@ -588,8 +640,12 @@ class PrivateRounds:
             return {CLIENT_NOISE_KEY: client_noise_scale(self.budget.noise_multiplier,
                                                          self.clipping, threshold)}
 
-        fields = ("sums", "counts") if self.dp == "distributed" else ("sums", "counts", "sse", "n")
-        size = k * dim + k + (2 if len(fields) == 4 else 0)
+        # Under DP the squared distances are never released, so never summed either: from a
+        # box far from the data (bounds a liar pushed out, .bounds) they would not even fit
+        # the fixed-point encoding, and every honest client would refuse the round.
+        fields = {"off": ("sums", "counts", "sse", "n"), "central": ("sums", "counts", "n"),
+                  "distributed": ("sums", "counts")}[self.dp]
+        size = k * dim + k + ("sse" in fields) + ("n" in fields)
         # Exact totals (no DP, central DP before its noise) are checked exactly, distributed
         # ones within their noise; the sums only where DP clips the rows into the ball.
         verify = TotalCheck(fields, k, dim, strategy.options.secagg_fraction_bits,
@@ -601,7 +657,7 @@ class PrivateRounds:
                                       verify=verify, inner_config=client_noise, cost=self.cost)
         sums = vector[:k * dim].reshape(k, dim)
         counts = vector[k * dim:k * dim + k]
-        sse, n = (vector[-2], vector[-1]) if len(fields) == 4 else (math.nan, math.nan)
+        sse, n = (vector[-2], vector[-1]) if "sse" in fields else (math.nan, math.nan)
         if self.dp == "central":
             sums, counts = add_noise(sums, counts, sigma, self.clipping.count_weight,
                                      self.fraction_bits)
@@ -624,7 +680,10 @@ class PrivateRounds:
         :meth:`restore` compares with this run's (a checkpoint calibrated or
         accounted otherwise is refused rather than mixed into one budget);
         ``dp-last-counts``: the last noisy counts (the result's);
-        ``dp-stop-reason``. No noise generator: the noise is drawn afresh
+        ``dp-stop-reason``; ``dp-data-bounds``, the bounds in use (estimated
+        ones: the resumed run must not estimate them again), and
+        ``dp-bounds-released``, whether the bounds step's release was
+        counted. No noise generator: the noise is drawn afresh
         (:mod:`.mechanism`), so a round run again after a resume draws new
         noise. Secure aggregation keeps nothing between rounds (its keys are
         drawn per aggregation).
@@ -635,7 +694,9 @@ class PrivateRounds:
                 "dp-noise-multiplier": self.budget.noise_multiplier,
                 "dp-epsilon-spent": self.budget.spent,
                 "dp-last-counts": self.last_counts,
-                "dp-stop-reason": self.stop_reason}
+                "dp-stop-reason": self.stop_reason,
+                "dp-data-bounds": self.bounds,
+                "dp-bounds-released": self.budget.bounds_released}
 
     def restore(self, state: Mapping[str, Any], k: int) -> None:
         """Set :meth:`state`'s entries (``k``: the number of clusters of the last counts).
@@ -659,9 +720,17 @@ class PrivateRounds:
         if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 0:
             raise StateError(f"strategy state 'dp-rounds-spent' is {rounds!r}, not a number of rounds")
         budget = self.budget
+        # Absent from a checkpoint written before the bounds step existed: bounds were declared.
+        released = state.get("dp-bounds-released", False)
+        bounds = state.get("dp-data-bounds", self.bounds)
+        if not isinstance(released, bool) or not isinstance(bounds, str) or \
+                released != bool(budget.bounds_multiplier) or (released and not bounds):
+            raise StateError(f"strategy state 'dp-bounds-released' {released!r} and "
+                             f"'dp-data-bounds' {bounds!r} do not fit this run's bounds step")
+        first = budget.bounds_multiplier if released else 0.0
         for name, ours in (("dp-noise-multiplier", budget.noise_multiplier),
                            ("dp-epsilon-spent", epsilon_spent(budget.noise_multiplier, rounds,
-                                                              budget.delta))):
+                                                              budget.delta, first))):
             if (stored := state_entry(state, name)) != ours:
                 raise StateError(f"strategy state {name!r} is {stored!r}, this run's accountant "
                                  f"gives {ours!r} for {rounds} round(s): the checkpoint's budget "
@@ -672,6 +741,7 @@ class PrivateRounds:
         state_entry(state, "dp-last-counts")  # present even when None (before the first round)
         self.last_counts = state_array(state, "dp-last-counts", (k,), optional=True)
         budget.rounds, self.stop_reason = rounds, stop_reason
+        budget.bounds_released, self.bounds = released, bounds
 
     # -- the result -------------------------------------------------------------------
     def result(self, strategy: ClusteringStrategy, federation: Federation, centroids: np.ndarray,
@@ -703,7 +773,10 @@ class PrivateRounds:
             log(INFO, "restart %d: score %.6g over %s (secure aggregation)", restart, score,
                 counted(n_points, "point"))
         self.log_cost()
-        result = RunResult(algorithm=strategy.algorithm, settings=dict(strategy.settings),
+        settings = dict(strategy.settings)
+        if self.dp != "off":  # the bounds the rounds used (estimated ones: the model keeps them)
+            settings["data-bounds"] = self.bounds
+        result = RunResult(algorithm=strategy.algorithm, settings=settings,
                            centroids=np.array(centroids, dtype=np.float64), counts=counts,
                            score=float(score), n_points=n_points, rounds=rounds,
                            converged=converged, best_restart=restart)

@@ -812,9 +812,12 @@ def _privacy_line(result: RunResult) -> str:
     if dp != "off":
         spent = [r.epsilon for r in result.history if math.isfinite(r.epsilon)]
         used = f"epsilon {spent[-1]:.4g} spent" if spent else "no epsilon recorded"
+        # A run without declared bounds estimated them first: an init row that spent epsilon.
+        estimated = any(r.phase == "init" and math.isfinite(r.epsilon) for r in result.history)
         said.append(f"{dp} DP: {used} of {result.settings.get('dp-epsilon')} at delta "
                     f"{result.settings.get('dp-delta')}, data bounds "
-                    f"{result.settings.get('data-bounds')}")
+                    f"{result.settings.get('data-bounds')}"
+                    + (" (estimated under DP, within the budget)" if estimated else ""))
     if result.settings.get("secure-aggregation"):
         said.append("secure aggregation")
     return "; ".join(said)

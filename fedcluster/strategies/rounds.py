@@ -172,7 +172,16 @@ class RoundBasedStrategy(ClusteringStrategy):
 
     def start_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
                       ) -> np.ndarray:
-        """The restart's starting centroids (``init``, or the explicit start), recorded and reported."""
+        """The restart's starting centroids (``init``, or the explicit start), recorded and reported.
+
+        A DP run without declared bounds first estimates them
+        (:meth:`PrivateRounds.estimate_bounds`), recorded as an ``init`` row
+        with the epsilon it spent.
+        """
+        if self.private is not None and self.private.needs_bounds:
+            exchange, epsilon = self.private.estimate_bounds(self, federation)
+            history.append(round_record(restart, 0, "init", math.nan, math.nan, exchange,
+                                        epsilon=epsilon))
         if self.explicit_start is not None:
             centroids, init_exchange = np.array(self.explicit_start, dtype=np.float64), None
         else:
