@@ -9,8 +9,9 @@
 For each data set, split, epsilon and seed: fedcluster's ``dwf`` with
 ``dp = central`` (and ``dp = distributed`` under secure aggregation) over
 10 in-memory clients, ``--rounds`` rounds, a start in the declared bounds
-(``--init``: random, uniform, the default; or spread, packed apart; with
-``--private-bounds`` the DP runs declare none and estimate them); diffprivlib's ``KMeans`` (central DP, its own iteration count) on the
+(``--init``: random, uniform, the default; spread, packed apart; or private,
+a noisy histogram with a share of the budget; with ``--private-bounds`` the
+DP runs declare no bounds and estimate them); diffprivlib's ``KMeans`` (central DP, its own iteration count) on the
 pooled data at the same epsilon and bounds. epsilon = inf is the same
 ``dwf`` sum-form run without noise (``dp = off``, same start) and
 scikit-learn's ``KMeans`` with one random start for diffprivlib's column.
@@ -98,6 +99,7 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
                 "num-server-rounds": rounds}
     if math.isinf(epsilon):
         settings["secure-aggregation"] = True  # the sum form without noise
+        settings["init"] = "spread" if init == "private" else init
     elif mode == "central":
         settings.update({"dp": "central", "dp-epsilon": epsilon, "secure-aggregation": True})
     else:
@@ -232,8 +234,10 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", type=int, default=0,
                         help="a seeded subset (seed 0) of this many rows of each data set (0: all)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--init", default="random", choices=("random", "spread"),
-                        help="the no-budget start in the bounds (random: uniform)")
+    parser.add_argument("--init", default="random", choices=("random", "spread", "private"),
+                        help="the start: random (uniform in the bounds), spread (packed apart; "
+                        "both spend no budget) or private (a share of it; epsilon = inf runs "
+                        "then start spread)")
     parser.add_argument("--private-bounds", action="store_true",
                         help="DP runs without --data-bounds: estimated with a share of the budget "
                         "(epsilon = inf runs keep the declared ones)")

@@ -21,13 +21,16 @@ Choices left open elsewhere, as made here:
   ``z / sqrt(T)``, so the search runs on the analytic Gaussian mechanism
   (Balle & Wang 2018) and the accountant confirms the result. A fixed
   multiplier instead runs until the next round would exceed ``dp-epsilon``.
-* **The bounds step** (:mod:`.bounds`, a DP run without ``data-bounds``):
-  one more Gaussian mechanism, of its own multiplier ``z_b``, composed
-  before the rounds (``first`` below). Its share ``s`` of the budget
-  (``dp-bounds-share``) is a share of the privacy loss ``1 / z^2`` that
-  Gaussian mechanisms add up (zCDP's ``rho``): with ``z_1`` the multiplier
-  of one mechanism that spends the whole budget, ``z_b = z_1 / sqrt(s)``
-  and the rounds' multiplier is calibrated to what is left.
+* **Setup steps** before the rounds: the bounds step (:mod:`.bounds`, a DP
+  run without ``data-bounds``) and the private start (:mod:`.start`), each
+  one Gaussian mechanism of its own multiplier, composed before the rounds
+  (``first`` below: their one combined multiplier, ``(sum 1 / z^2)^(-1/2)``,
+  exact for Gaussians). A step's share ``s`` of the budget
+  (``dp-bounds-share``, ``dp-start-share``) is a share of the privacy loss
+  ``1 / z^2`` that Gaussian mechanisms add up (zCDP's ``rho``): with ``z_1``
+  the multiplier of one mechanism that spends the whole budget, the step's
+  is ``z_1 / sqrt(s)`` and the rounds' multiplier is calibrated to what is
+  left.
 * **Discretisation** of the accountant: value interval 1e-3, pessimistic (it
   never reports less than the true epsilon); its epsilon matches the analytic
   composition to about 1e-6.
@@ -131,12 +134,13 @@ def calibrate(epsilon: float, delta: float, rounds: int, first: float = 0.0) -> 
     return high
 
 
-def split(epsilon: float, delta: float, rounds: int, share: float) -> tuple[float, float]:
-    """The bounds step's multiplier ``z_b`` for ``share`` of the budget, and the rounds'
-    multiplier calibrated to the rest (see the module docstring)."""
+def split(epsilon: float, delta: float, rounds: int, shares: dict[str, float]
+          ) -> tuple[dict[str, float], float]:
+    """Each setup step's multiplier for its share of the budget (``z_1 / sqrt(share)``), and
+    the rounds' multiplier calibrated to the rest (see the module docstring)."""
     whole = calibrate(epsilon, delta, 1)
-    first = whole / math.sqrt(share)
-    return first, calibrate(epsilon, delta, rounds, first)
+    setup = {name: whole / math.sqrt(share) for name, share in shares.items()}
+    return setup, calibrate(epsilon, delta, rounds, combined(setup.values()))
 
 
 class Budget:
@@ -148,40 +152,52 @@ class Budget:
         The user's budget (``dp-epsilon``, ``dp-delta``).
     noise_multiplier : float
         ``z`` of every round.
-    bounds_multiplier : float
-        ``z_b`` of the bounds step (0: bounds declared, no such step); its
-        share is reserved from the start.
+    setup : dict of str to float
+        The one-off Gaussian mechanisms before the rounds, by name
+        (``bounds``: the bounds step, ``start``: the private start), and their
+        multipliers; their share is reserved from the start.
     """
 
     def __init__(self, epsilon: float, delta: float, noise_multiplier: float,
-                 bounds_multiplier: float = 0.0) -> None:
+                 setup: dict[str, float] | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.noise_multiplier = noise_multiplier
-        self.bounds_multiplier = bounds_multiplier
+        self.setup = dict(setup or {})
         #: Rounds released so far.
         self.rounds = 0
-        #: Whether the bounds step has released its histogram.
-        self.bounds_released = False
+        #: The setup steps released so far, in order.
+        self.released: list[str] = []
+
+    @property
+    def setup_multiplier(self) -> float:
+        """The one multiplier of all setup steps together (0: none)."""
+        return combined(self.setup.values())
 
     @property
     def spent(self) -> float:
-        """Epsilon spent by the bounds step and the rounds released so far (at ``delta``)."""
+        """Epsilon spent by the setup steps and the rounds released so far (at ``delta``)."""
         return epsilon_spent(self.noise_multiplier, self.rounds, self.delta,
-                             self.bounds_multiplier if self.bounds_released else 0.0)
+                             combined(self.setup[name] for name in self.released))
 
     def allows_another_round(self) -> bool:
-        """Whether one more round keeps the spent epsilon within the budget (the bounds step
+        """Whether one more round keeps the spent epsilon within the budget (every setup step
         counted whether or not it ran yet)."""
         return fits(self.noise_multiplier, self.rounds + 1, self.delta, self.epsilon,
-                    self.bounds_multiplier)
+                    self.setup_multiplier)
 
-    def spend_bounds(self) -> float:
-        """Count the bounds step's release; return the epsilon spent so far."""
-        self.bounds_released = True
+    def spend_setup(self, name: str) -> float:
+        """Count the release of the setup step ``name``; return the epsilon spent so far."""
+        self.released.append(name)
         return self.spent
 
     def spend(self) -> float:
         """Count one released round; return the epsilon spent so far."""
         self.rounds += 1
         return self.spent
+
+
+def combined(multipliers) -> float:
+    """The multiplier of Gaussian mechanisms composed: ``(sum 1 / z^2)^(-1/2)``; 0 for none."""
+    loss = sum(1 / z ** 2 for z in multipliers)
+    return 1 / math.sqrt(loss) if loss else 0.0

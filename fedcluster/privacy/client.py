@@ -16,7 +16,9 @@ a sum of discrete Gaussians: close to a discrete Gaussian, not exactly one
 (Kairouz, Liu & Steinke 2021); see :mod:`.server` for what the accountant
 counts. :func:`histogram_request` answers the bounds step of a DP run
 without declared bounds (:mod:`.bounds`): each feature's counts over a fixed
-grid, with its share of that step's noise under distributed DP.
+grid; :func:`cell_counts_request` the private start's (:mod:`.start`): the
+rows nearest each cell; both with their share of the step's noise under
+distributed DP.
 :func:`secure_stage` runs the stages of secure aggregation
 (:mod:`.secagg`) with the client's session state.
 
@@ -25,17 +27,18 @@ before any step runs): a data owner states its own floor in its SuperNode's
 ``--node-config`` (:data:`NODE_MAX_EPSILON`, :data:`NODE_MIN_NOISE`,
 :data:`NODE_REQUIRE`), and a request below it is refused with the reason.
 Whatever its floor, a client answers a request that claims DP only in sum
-form (or the bounds step's histogram), only inside secure aggregation's
-masked stage, only with ``data-bounds`` (declared or estimated; not the
-histogram's, which estimates them), and only if the request's noise
+form (or a setup step's counts: :data:`SETUP_STEPS`), only inside secure
+aggregation's masked stage, only with ``data-bounds`` (declared or
+estimated; a setup step needs none), and only if the request's noise
 multiplier spends at most its ``dp-epsilon`` over its ``dp-rounds`` after
-the bounds step's multiplier (:func:`~.accountant.fits`, the accountant's
-own test); under ``dp = distributed`` it never sends a share with less
-noise than it computes itself: ``z Delta / sqrt(t)``, with ``Delta`` from the
-request's clipping (the histogram's: ``z_b sqrt(d) / sqrt(t)``) and ``t``
-the threshold the client accepted at the share stage (not a number the
-masked request states). A histogram is never sent outside DP and secure
-aggregation. What it cannot
+the setup steps' multiplier (:func:`~.accountant.fits`, the accountant's
+own test; a setup step's own multiplier must be at least that); under
+``dp = distributed`` it never sends a share with less noise than it
+computes itself: ``z Delta / sqrt(t)``, with ``Delta`` from the request's
+clipping (a setup step's: its own multiplier times its sensitivity) and
+``t`` the threshold the client accepted at the share stage (not a number
+the masked request states). A setup step's counts are never sent outside
+DP and secure aggregation. What it cannot
 check: that the server adds central noise, or runs no more rounds than it
 said (each request is judged alone).
 
@@ -64,8 +67,9 @@ from ..numerics import assign, cluster_stats, namespace_of, to_numpy
 from ..options import Options
 from . import secagg
 from .accountant import fits
-from .bounds import feature_histogram, noise_scale
-from .kinds import BOUNDS_NOISE_KEY, CLIENT_NOISE_KEY, ROUNDS_KEY
+from .bounds import feature_histogram
+from .bounds import sensitivity as histogram_sensitivity
+from .kinds import CELL_COUNTS, CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY, SETUP_NOISE_KEY, STEP_NOISE_KEY
 from .mechanism import Clipping, add_noise, client_noise_scale, clipped_sums, discrete_gaussian
 from .options import MIN_NOISE_MULTIPLIER
 
@@ -129,11 +133,12 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
 
 
 def check_dp_request(sum_form: bool, config: Mapping[str, Any], node_config: Mapping[str, Any],
-                     masking: Masking | None, dim: int, histogram: bool = False) -> None:
+                     masking: Masking | None, dim: int, setup_sensitivity: float = 0.0) -> None:
     """Refuse a request below this client's DP floor (see the module docstring).
 
-    ``sum_form``: whether the request's kind is a sum form or the bounds
-    step's histogram (``histogram``: it is the histogram); ``config`` its
+    ``sum_form``: whether the request's kind is a sum form or a setup step's
+    (``setup_sensitivity``: that step's L2 sensitivity, 0 for a round's
+    request: :data:`SETUP_STEPS`); ``config`` its
     settings (``dp``, and under DP ``dp-epsilon``, ``dp-delta``,
     ``dp-noise-multiplier``, ``dp-rounds``, ``data-bounds``, ``dp-clip``,
     ``dp-client-noise``); ``node_config`` the data owner's floor;
@@ -170,28 +175,29 @@ def check_dp_request(sum_form: bool, config: Mapping[str, Any], node_config: Map
     delta = request_option(config, Options, "dp-delta")
     z = request_setting(config, "dp-noise-multiplier", float, lambda v: v >= MIN_NOISE_MULTIPLIER)
     rounds = request_setting(config, ROUNDS_KEY, int, lambda v: v >= 1)
-    first = request_setting(config, BOUNDS_NOISE_KEY, float,
-                            lambda v: v == 0 or v >= MIN_NOISE_MULTIPLIER) \
-        if BOUNDS_NOISE_KEY in config or histogram else 0.0
-    if histogram and not first:
-        raise ProtocolError(f"{BOUNDS_NOISE_KEY} must be given for the bounds step's histogram")
+    usable = lambda v: v == 0 or v >= MIN_NOISE_MULTIPLIER  # noqa: E731
+    setup = request_setting(config, SETUP_NOISE_KEY, float, usable) \
+        if SETUP_NOISE_KEY in config else 0.0
+    step = request_setting(config, STEP_NOISE_KEY, float, usable) if setup_sensitivity else 0.0
+    if setup_sensitivity and not (setup and step >= setup):
+        raise ProtocolError(f"{STEP_NOISE_KEY} {step:g} is not counted by the run's setup "
+                            f"steps ({SETUP_NOISE_KEY} {setup:g}: it must be at least that)")
     if epsilon > max_epsilon:
         raise ProtocolError(f"dp-epsilon {epsilon:g} is above this client's floor: node config "
                             f"{NODE_MAX_EPSILON} = {max_epsilon:g}")
-    if z < min_noise:
-        raise ProtocolError(f"noise multiplier {z:g} is below this client's floor: node config "
-                            f"{NODE_MIN_NOISE} = {min_noise:g}")
-    if first and first < min_noise:
-        raise ProtocolError(f"bounds noise multiplier {first:g} is below this client's floor: "
-                            f"node config {NODE_MIN_NOISE} = {min_noise:g}")
-    if not fits(z, rounds, delta, epsilon, first):
+    for name, value in (("noise multiplier", z), ("setup step noise multiplier", step)):
+        if value and value < min_noise:
+            raise ProtocolError(f"{name} {value:g} is below this client's floor: node config "
+                                f"{NODE_MIN_NOISE} = {min_noise:g}")
+    if not fits(z, rounds, delta, epsilon, setup):
         raise ProtocolError(f"noise multiplier {z:g} over {rounds} round(s)"
-                            + (f" after the bounds step's {first:g}" if first else "")
+                            + (f" after the setup steps' {setup:g}" if setup else "")
                             + f" spends more than dp-epsilon {epsilon:g} at dp-delta {delta:g}")
-    if histogram:
+    if setup_sensitivity:
         if mode == "distributed":
-            _check_share(config, noise_scale(first, dim, masking.threshold),
-                         f"bounds noise multiplier {first:g} x sqrt({dim} features)", masking)
+            _check_share(config, step * setup_sensitivity / math.sqrt(masking.threshold),
+                         f"setup step noise multiplier {step:g} x sensitivity "
+                         f"{setup_sensitivity:g}", masking)
         return
     bounds = request_option(config, Options, "data-bounds")
     if not bounds:
@@ -240,21 +246,41 @@ def _nearest_sums(X, given: np.ndarray, clipping: Clipping | None, config: dict
     return sums, counts, float(to_numpy(sqdist).sum())
 
 
-def histogram_request(X, centroids, config: dict) -> ClientSummary:
-    """Each feature's counts over the bounds grid (:func:`~.bounds.feature_histogram`), flat in
-    ``counts``, with this client's noise share (``dp-client-noise``; distributed DP).
+def _setup_reply(X, counts: np.ndarray, config: dict) -> ClientSummary:
+    """A setup step's counts, flat, with this client's noise share (``dp-client-noise``).
 
-    Answered only masked and under DP (the request was held to the client's
-    floor before, :func:`check_dp_request`): a histogram in the clear would
-    show single rows in its sparse bins.
+    Sent only under DP and masked (the request was held to the client's
+    floor before, :func:`check_dp_request`): counts in the clear would show
+    single rows in their sparse bins or cells.
     """
     if secagg.BITS_KEY not in config or config.get("dp", "off") == "off":
-        raise ProtocolError("a histogram is sent only under DP, inside secure aggregation")
-    histogram = feature_histogram(to_numpy(X))
+        raise ProtocolError("counts of a setup step are sent only under DP, inside secure "
+                            "aggregation")
     noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
     if noise > 0:
-        histogram = discrete_gaussian(histogram, noise, config[secagg.BITS_KEY])
-    return ClientSummary(n=int(X.shape[0]), counts=histogram.ravel())
+        counts = discrete_gaussian(counts, noise, config[secagg.BITS_KEY])
+    return ClientSummary(n=int(X.shape[0]), counts=np.ravel(counts))
+
+
+def histogram_request(X, centroids, config: dict) -> ClientSummary:
+    """Each feature's counts over the bounds grid (:func:`~.bounds.feature_histogram`)."""
+    return _setup_reply(X, feature_histogram(to_numpy(X)), config)
+
+
+def cell_counts_request(X, centroids, config: dict) -> ClientSummary:
+    """The rows nearest each cell the request carries (:mod:`.start`), unclipped: a row adds 1
+    to one count whatever its value."""
+    cells = need_centroids(centroids)
+    labels, _ = assign(X, namespace_of(X).asarray(cells), chunk_size=chunk_size(config))
+    counts = np.bincount(to_numpy(labels), minlength=len(cells)).astype(np.float64)
+    return _setup_reply(X, counts, config)
+
+
+#: The setup steps' request kinds -> their L2 sensitivity to one row, from the dimension.
+SETUP_STEPS: dict[str, Callable[[int], float]] = {
+    HISTOGRAM: histogram_sensitivity,
+    CELL_COUNTS: lambda dim: 1.0,
+}
 
 
 def dimension_request(X) -> ClientSummary:

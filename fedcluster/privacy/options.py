@@ -54,6 +54,11 @@ BOUNDS_SHARE = 0.1
 DPBoundsShare = Annotated[float, Field(
     BOUNDS_SHARE, gt=0.0, lt=1.0, description="DP without --data-bounds: the share of the "
     "budget (of its privacy loss 1/z^2) that estimating the bounds spends before the start")]
+#: The default ``dp-start-share`` (see benchmarks/privacy.py's measurements in BENCHMARKS.md).
+START_SHARE = 0.2
+DPStartShare = Annotated[float, Field(
+    START_SHARE, gt=0.0, lt=1.0, description="DP with --init private: the share of the budget "
+    "(of its privacy loss 1/z^2) that the private start spends")]
 SecureAggregation = Annotated[bool, Field(
     False, description="the server learns only the round's total of the clients' sums, counts "
     "and squared distances (SecAgg; dwf, ewf, fedkmeans, ffcm-avg1 in their one-step sum form)")]
@@ -80,6 +85,9 @@ def privacy_on(options: Any) -> bool:
 
 def check_privacy(options: Any) -> None:
     """Refuse settings under which DP or secure aggregation cannot hold (ValueError, one reason)."""
+    if getattr(options, "init", "") == "private" and options.dp == "off":
+        raise ValueError("init = private is the start of a DP run (its noisy histogram needs "
+                         "dp = central or distributed); without DP use spread or local-kmeans")
     if not privacy_on(options):
         return
     what = f"dp = {options.dp}" if options.dp != "off" else "secure-aggregation"
@@ -120,6 +128,11 @@ def check_privacy(options: Any) -> None:
                          "without noise")
     # DP's sum form has no floor per cluster (a floor would void the sensitivity bound), so
     # without masks a client's sum over a cluster of one row would be that row, clipped and shifted.
+    if options.dp != "off" and not options.data_bounds and \
+            options.dp_bounds_share + (options.dp_start_share if init == "private" else 0) >= 1:
+        raise ValueError(f"dp-bounds-share {options.dp_bounds_share:g} and dp-start-share "
+                         f"{options.dp_start_share:g} leave the rounds no budget: their sum must "
+                         f"be below 1")
     if options.dp != "off" and 0 < options.dp_noise_multiplier < MIN_NOISE_MULTIPLIER:
         raise ValueError(f"dp-noise-multiplier {options.dp_noise_multiplier:g} is below "
                          f"{MIN_NOISE_MULTIPLIER:g} (0: calibrate it): one round alone would "

@@ -79,9 +79,11 @@ from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
 from ..results import RunResult
 from . import secagg
 from . import bounds as private_bounds
-from .accountant import Budget, calibrate, epsilon_spent, fits, split
+from . import start as private_start
+from .accountant import Budget, combined, epsilon_spent, fits, split
 from .checks import TotalCheck, Verify
-from .kinds import BOUNDS_NOISE_KEY, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY, SUMS
+from .kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY,
+                    SETUP_NOISE_KEY, STEP_NOISE_KEY, SUMS)
 from .mechanism import (Clipping, add_noise, centroids_from_totals, client_noise_scale,
                         discrete_gaussian, parse_bounds)
 
@@ -474,7 +476,7 @@ def _rounds_that_fit(budget: Budget, most: int) -> int:
     while low < high:
         middle = (low + high + 1) // 2
         if fits(budget.noise_multiplier, middle, budget.delta, budget.epsilon,
-                budget.bounds_multiplier):
+                budget.setup_multiplier):
             low = middle
         else:
             high = middle - 1
@@ -502,13 +504,15 @@ class PrivateRounds:
         #: calibrated multiplier, else the most that fit, at most that many.
         self.rounds = 0
         if self.dp != "off":
-            z, first = options.dp_noise_multiplier, 0.0
-            if not self.bounds:  # estimated with dp-bounds-share of the budget (.bounds)
-                first, calibrated = split(options.dp_epsilon, options.dp_delta,
-                                          options.num_server_rounds, options.dp_bounds_share)
-                z = z or calibrated
-            z = z or calibrate(options.dp_epsilon, options.dp_delta, options.num_server_rounds)
-            self.budget = Budget(options.dp_epsilon, options.dp_delta, z, first)
+            # Setup steps, each with its share of the budget: the bounds step without declared
+            # bounds (.bounds), the private start (.start).
+            shares = {name: share for name, share, wanted in (
+                ("bounds", options.dp_bounds_share, not self.bounds),
+                ("start", options.dp_start_share, options.init == "private")) if wanted}
+            setup, z = split(options.dp_epsilon, options.dp_delta, options.num_server_rounds,
+                             shares)
+            self.budget = Budget(options.dp_epsilon, options.dp_delta,
+                                 options.dp_noise_multiplier or z, setup)
             self.rounds = options.num_server_rounds if not options.dp_noise_multiplier else \
                 _rounds_that_fit(self.budget, options.num_server_rounds)
         self.cost = SecAggCost()
@@ -527,9 +531,8 @@ class PrivateRounds:
         if self.budget is not None:
             parts.append(f"dp = {self.dp}, noise multiplier {self.budget.noise_multiplier:.4g}, "
                          f"budget epsilon {self.budget.epsilon:g} at delta {self.budget.delta:g}")
-            if self.budget.bounds_multiplier:
-                parts.append(f"data bounds estimated first (noise multiplier "
-                             f"{self.budget.bounds_multiplier:.4g})")
+            parts += [f"{name} step first (noise multiplier {z:.4g})"
+                      for name, z in self.budget.setup.items()]
         parts.append("secure aggregation")
         return "; ".join(parts)
 
@@ -568,32 +571,50 @@ class PrivateRounds:
         """Whether a DP run without declared bounds has yet to estimate them."""
         return self.budget is not None and not self.bounds
 
-    def estimate_bounds(self, strategy: ClusteringStrategy, federation: Federation
-                        ) -> tuple[Exchange[ClientSummary], float]:
-        """The bounds step (:mod:`.bounds`): per-feature bounds from the clients' histograms,
-        summed through secure aggregation and noised; sets :attr:`bounds`, logs them and returns
-        the exchange and the epsilon spent so far."""
-        dim = self.dimension(strategy, federation)
+    def setup_step(self, strategy: ClusteringStrategy, federation: Federation, name: str,
+                   kind: str, cells: np.ndarray | None, size: int, sensitivity: float
+                   ) -> tuple[np.ndarray, float, Exchange[ClientSummary], float]:
+        """One setup step (``name``: ``bounds`` or ``start``): the clients' ``size`` counts of
+        ``kind`` summed through secure aggregation and noised (scale: the step's multiplier
+        times ``sensitivity``). Returns the noisy counts, their noise's standard deviation,
+        the exchange and the epsilon spent so far.
+
+        The total is never refused (``verify`` accepts it): the steps' read-offs bound what a
+        liar's counts can do (:mod:`.bounds`, :mod:`.start`), and a refused total would let one
+        liar fail the run with the honest clients named.
+        """
         budget = self.budget
-        sigma = private_bounds.noise_scale(budget.bounds_multiplier, dim)
+        z = budget.setup[name]
+        sigma = z * sensitivity
         config = {"dp": self.dp, "dp-epsilon": budget.epsilon, "dp-delta": budget.delta,
                   "dp-noise-multiplier": budget.noise_multiplier, ROUNDS_KEY: self.rounds,
-                  BOUNDS_NOISE_KEY: budget.bounds_multiplier, CLIENT_NOISE_KEY: 0.0}
+                  SETUP_NOISE_KEY: budget.setup_multiplier, STEP_NOISE_KEY: z,
+                  CLIENT_NOISE_KEY: 0.0, "chunk-size": strategy.chunk_size,
+                  "device": strategy.device}
 
         def client_noise(threshold: int) -> dict:
-            share = private_bounds.noise_scale(budget.bounds_multiplier, dim, threshold)
-            return {CLIENT_NOISE_KEY: share if self.dp == "distributed" else 0.0}
+            share = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
+            return {CLIENT_NOISE_KEY: share}
 
-        # Never refused (the module docstring of .bounds): what a liar can do is bounded there.
         vector, exchange = secure_sum(
-            strategy, federation, strategy.connected_nodes(federation), Request(HISTOGRAM, config),
-            ("counts",), dim * private_bounds.BINS, what="bounds", verify=lambda *_: "",
-            inner_config=client_noise, cost=self.cost)
+            strategy, federation, strategy.connected_nodes(federation),
+            Request(kind, config, None if cells is None else np.ascontiguousarray(cells)),
+            ("counts",), size, what=name, verify=lambda *_: "", inner_config=client_noise,
+            cost=self.cost)
         if self.dp == "central":
             vector = discrete_gaussian(vector, sigma, self.fraction_bits)
         else:  # the survivors' shares: sigma sqrt(s / t) in all
             sigma *= math.sqrt(max(1, len(exchange.accepted)) / max(1, self.cost.graph[2]))
-        epsilon = budget.spend_bounds()
+        return vector, sigma, exchange, budget.spend_setup(name)
+
+    def estimate_bounds(self, strategy: ClusteringStrategy, federation: Federation
+                        ) -> tuple[Exchange[ClientSummary], float]:
+        """The bounds step (:mod:`.bounds`): sets :attr:`bounds`, logs them and returns the
+        exchange and the epsilon spent so far."""
+        dim = self.dimension(strategy, federation)
+        vector, sigma, exchange, epsilon = self.setup_step(
+            strategy, federation, "bounds", HISTOGRAM, None, dim * private_bounds.BINS,
+            private_bounds.sensitivity(dim))
         low, high, empty = private_bounds.bounds_from_histogram(
             vector.reshape(dim, private_bounds.BINS), sigma)
         self.bounds = private_bounds.bounds_text(low, high)
@@ -604,6 +625,28 @@ class PrivateRounds:
                 "whole grid (+-%g): give --data-bounds, or a larger --dp-bounds-share", empty, dim,
                 private_bounds.grid_edges()[-1])
         return exchange, epsilon
+
+    def private_start(self, strategy: ClusteringStrategy, federation: Federation
+                      ) -> tuple[np.ndarray, Exchange[ClientSummary], float]:
+        """The private start (:mod:`.start`): the centroids, the exchange and the epsilon spent
+        so far."""
+        from ..numerics import spread_in_box
+
+        dim = self.dimension(strategy, federation)
+        clipping = Clipping.declared(self.bounds, self.clip, dim)
+        points = private_start.cells(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+        counts, sigma, exchange, epsilon = self.setup_step(
+            strategy, federation, "start", CELL_COUNTS, points, len(points), 1.0)
+        centres = private_start.centres_from_counts(points, counts, sigma, strategy.k,
+                                                    rng=strategy.rng)
+        if centres is None:
+            log(WARNING, "init (private): fewer than k = %d of %d cells hold more rows than the "
+                "noise: the centres are spread apart in the bounds instead", strategy.k, len(points))
+            centres = spread_in_box(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+        else:
+            log(INFO, "init (private): weighted k-means over %d cells' noisy counts (epsilon "
+                "%.4g spent so far)", len(points), epsilon)
+        return clipping.project(centres), exchange, epsilon
 
     # -- a round ----------------------------------------------------------------------
     def stop_before(self, t: int) -> str:
@@ -627,7 +670,7 @@ class PrivateRounds:
             config.update({"dp-epsilon": self.budget.epsilon, "dp-delta": self.budget.delta,
                            "dp-noise-multiplier": self.budget.noise_multiplier,
                            ROUNDS_KEY: self.rounds,
-                           BOUNDS_NOISE_KEY: self.budget.bounds_multiplier})
+                           SETUP_NOISE_KEY: self.budget.setup_multiplier})
         sigma = 0.0 if self.budget is None else self.budget.noise_multiplier * self.clipping.sensitivity
         what = f"round {t}"
         inner = Request(strategy.sums_type, {**config, **strategy.sums_settings()},
@@ -682,8 +725,7 @@ class PrivateRounds:
         ``dp-last-counts``: the last noisy counts (the result's);
         ``dp-stop-reason``; ``dp-data-bounds``, the bounds in use (estimated
         ones: the resumed run must not estimate them again), and
-        ``dp-bounds-released``, whether the bounds step's release was
-        counted. No noise generator: the noise is drawn afresh
+        ``dp-setup-released``, the setup steps counted (comma-separated). No noise generator: the noise is drawn afresh
         (:mod:`.mechanism`), so a round run again after a resume draws new
         noise. Secure aggregation keeps nothing between rounds (its keys are
         drawn per aggregation).
@@ -696,7 +738,7 @@ class PrivateRounds:
                 "dp-last-counts": self.last_counts,
                 "dp-stop-reason": self.stop_reason,
                 "dp-data-bounds": self.bounds,
-                "dp-bounds-released": self.budget.bounds_released}
+                "dp-setup-released": ",".join(self.budget.released)}
 
     def restore(self, state: Mapping[str, Any], k: int) -> None:
         """Set :meth:`state`'s entries (``k``: the number of clusters of the last counts).
@@ -720,14 +762,15 @@ class PrivateRounds:
         if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 0:
             raise StateError(f"strategy state 'dp-rounds-spent' is {rounds!r}, not a number of rounds")
         budget = self.budget
-        # Absent from a checkpoint written before the bounds step existed: bounds were declared.
-        released = state.get("dp-bounds-released", False)
+        # Absent from a checkpoint written before the setup steps existed: none, bounds declared.
+        released = state.get("dp-setup-released", "")
         bounds = state.get("dp-data-bounds", self.bounds)
-        if not isinstance(released, bool) or not isinstance(bounds, str) or \
-                released != bool(budget.bounds_multiplier) or (released and not bounds):
-            raise StateError(f"strategy state 'dp-bounds-released' {released!r} and "
-                             f"'dp-data-bounds' {bounds!r} do not fit this run's bounds step")
-        first = budget.bounds_multiplier if released else 0.0
+        names = released.split(",") if isinstance(released, str) and released else []
+        if not isinstance(bounds, str) or sorted(names) != sorted(budget.setup) or not bounds:
+            raise StateError(f"strategy state 'dp-setup-released' {released!r} and "
+                             f"'dp-data-bounds' {bounds!r} do not fit this run's setup steps "
+                             f"({', '.join(budget.setup) or 'none'})")
+        first = combined(budget.setup[name] for name in names)
         for name, ours in (("dp-noise-multiplier", budget.noise_multiplier),
                            ("dp-epsilon-spent", epsilon_spent(budget.noise_multiplier, rounds,
                                                               budget.delta, first))):
@@ -741,7 +784,7 @@ class PrivateRounds:
         state_entry(state, "dp-last-counts")  # present even when None (before the first round)
         self.last_counts = state_array(state, "dp-last-counts", (k,), optional=True)
         budget.rounds, self.stop_reason = rounds, stop_reason
-        budget.bounds_released, self.bounds = released, bounds
+        budget.released, self.bounds = names, bounds
 
     # -- the result -------------------------------------------------------------------
     def result(self, strategy: ClusteringStrategy, federation: Federation, centroids: np.ndarray,

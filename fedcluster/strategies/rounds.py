@@ -176,7 +176,8 @@ class RoundBasedStrategy(ClusteringStrategy):
 
         A DP run without declared bounds first estimates them
         (:meth:`PrivateRounds.estimate_bounds`), recorded as an ``init`` row
-        with the epsilon it spent.
+        with the epsilon it spent; so is the private start (``init =
+        private``: :meth:`PrivateRounds.private_start`).
         """
         if self.private is not None and self.private.needs_bounds:
             exchange, epsilon = self.private.estimate_bounds(self, federation)
@@ -184,6 +185,11 @@ class RoundBasedStrategy(ClusteringStrategy):
                                         epsilon=epsilon))
         if self.explicit_start is not None:
             centroids, init_exchange = np.array(self.explicit_start, dtype=np.float64), None
+        elif self.private is not None and self.init == "private":
+            centroids, exchange, epsilon = self.private.private_start(self, federation)
+            history.append(round_record(restart, 0, "init", math.nan, math.nan, exchange,
+                                        epsilon=epsilon))
+            init_exchange = None
         else:
             centroids, init_exchange = self.initialise(federation)
         if init_exchange is not None:
