@@ -23,8 +23,9 @@ from fedcluster.federation.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, ProtocolError, Request
 from fedcluster.methods import build_strategy
 from fedcluster.privacy import bounds
-from fedcluster.privacy.accountant import calibrate, epsilon_spent, split
-from fedcluster.privacy.kinds import BOUNDS_NOISE_KEY, CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY
+from fedcluster.privacy.accountant import calibrate, combined, epsilon_spent, split
+from fedcluster.privacy.kinds import (CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY, SETUP_NOISE_KEY,
+                                      STEP_NOISE_KEY)
 from fedcluster.privacy.mechanism import parse_bounds
 from fedcluster.server.artifacts import format_result, read_model, write_run
 
@@ -86,16 +87,19 @@ def test_the_accountant_composes_the_bounds_step_with_the_rounds(z, rounds, firs
 
 
 def test_the_split_gives_the_bounds_step_its_share_and_the_rounds_the_rest():
-    first, z = split(1.0, 1e-5, 5, 0.1)
+    setup, z = split(1.0, 1e-5, 5, {"bounds": 0.1, "start": 0.2})
+    first = combined(setup.values())
     assert 0.999 <= epsilon_spent(z, 5, 1e-5, first) <= 1.0
-    assert 1 / first ** 2 == pytest.approx(0.1 / calibrate(1.0, 1e-5, 1) ** 2)
+    assert 1 / setup["bounds"] ** 2 == pytest.approx(0.1 / calibrate(1.0, 1e-5, 1) ** 2)
+    assert 1 / first ** 2 == pytest.approx(0.3 / calibrate(1.0, 1e-5, 1) ** 2)
     assert epsilon_spent(0.99 * z, 5, 1e-5, first) > 1.0
 
 
 def test_a_dp_run_without_bounds_estimates_them_records_the_spend_and_prints_them(tmp_path):
     X, parts = s1_parts()
     result = build_strategy(private()).fit(InMemoryFederation(parts))
-    first, z = split(1.0, 1e-5, 2, 0.1)
+    setup, z = split(1.0, 1e-5, 2, {"bounds": 0.1})
+    first = setup["bounds"]
     init = [r for r in result.history if r.phase == "init"]
     assert len(init) == 1 and init[0].clients_answered == 4
     assert init[0].epsilon == pytest.approx(epsilon_spent(0.0, 0, 1e-5, first))
@@ -146,8 +150,8 @@ def test_the_bounds_noise_is_fresh_for_one_seed_and_of_the_calibrated_spread(mon
     for _ in range(2):
         build_strategy(private(**{"num-server-rounds": 1})).fit(InMemoryFederation(parts))
     (a_in, a_out, sigma), (b_in, b_out, _) = drawn
-    first, _ = split(1.0, 1e-5, 1, 0.1)
-    assert sigma == pytest.approx(first * math.sqrt(2))
+    setup, _ = split(1.0, 1e-5, 1, {"bounds": 0.1})
+    assert sigma == pytest.approx(setup["bounds"] * math.sqrt(2))
     np.testing.assert_array_equal(a_in, b_in)  # the same histogram, as the seed fixes the data
     a_noise, b_noise = a_out - a_in, b_out - b_in
     assert not np.allclose(a_noise, b_noise)
@@ -188,12 +192,13 @@ def test_a_dishonest_client_cannot_fail_the_bounds_step_or_get_honest_clients_re
 
 def test_a_client_sends_its_histogram_only_masked_under_dp_with_its_own_noise_share():
     X = load_dataset("s1").X[:50]
-    first, z = split(1.0, 1e-5, 5, 0.1)
+    setup, z = split(1.0, 1e-5, 5, {"bounds": 0.1})
+    first = setup["bounds"]
     config = {"dp": "distributed", "dp-epsilon": 1.0, "dp-delta": 1e-5, "dp-noise-multiplier": z,
-              ROUNDS_KEY: 5, BOUNDS_NOISE_KEY: first, CLIENT_NOISE_KEY: 0.0}
+              ROUNDS_KEY: 5, SETUP_NOISE_KEY: first, STEP_NOISE_KEY: first, CLIENT_NOISE_KEY: 0.0}
     with pytest.raises(ProtocolError, match="only masked, inside secure aggregation"):
         respond(X, Request(HISTOGRAM, config), {})
-    with pytest.raises(ProtocolError, match="only under DP, inside secure aggregation"):
+    with pytest.raises(ProtocolError, match="only under DP, inside secure"):
         respond(X, Request(HISTOGRAM, {"dp": "off"}), {})
     from fedcluster.privacy.client import Masking
 
@@ -204,9 +209,13 @@ def test_a_client_sends_its_histogram_only_masked_under_dp_with_its_own_noise_sh
     reply = respond(X, Request(HISTOGRAM, {**config, CLIENT_NOISE_KEY: share}), {}, masking=masking)
     noise = reply.counts - bounds.feature_histogram(X).ravel()
     assert np.std(noise) == pytest.approx(share, rel=0.15)
-    # A bounds step that would leave the rounds more than the budget is refused.
-    with pytest.raises(ProtocolError, match="after the bounds step"):
-        respond(X, Request(HISTOGRAM, {**config, BOUNDS_NOISE_KEY: first / 3,
+    # A setup step that would leave the rounds more than the budget is refused, and so is one
+    # whose own noise the setup's multiplier does not count.
+    with pytest.raises(ProtocolError, match="after the setup steps'"):
+        respond(X, Request(HISTOGRAM, {**config, SETUP_NOISE_KEY: first / 3, STEP_NOISE_KEY: first,
+                                       CLIENT_NOISE_KEY: 1e3}), {}, masking=masking)
+    with pytest.raises(ProtocolError, match="is not counted by the run's setup steps"):
+        respond(X, Request(HISTOGRAM, {**config, STEP_NOISE_KEY: first / 2,
                                        CLIENT_NOISE_KEY: 1e3}), {}, masking=masking)
 
 

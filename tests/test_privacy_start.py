@@ -76,3 +76,66 @@ def test_a_plain_run_starts_spread_in_the_federated_bounding_box():
     init = [r for r in result.history if r.phase == "init"]
     assert len(init) == 1 and init[0].clients_answered == 3
     assert np.all(result.centroids >= X.min(axis=0)) and np.all(result.centroids <= X.max(axis=0))
+
+
+# -- the private start (init = private, fedcluster/privacy/start.py) --------------------------
+
+def test_weighted_kmeans_over_noisy_cell_counts_finds_the_heavy_cells_and_gives_up_below_k():
+    from fedcluster.privacy.start import centres_from_counts
+
+    points = np.array([[0.0, 0.0], [0.1, 0.0], [10.0, 10.0], [10.0, 10.1], [5.0, 0.0]])
+    counts = np.array([50.0, 50.0, 40.0, 40.0, 2.0])  # the last below 3 noise deviations
+    centres = centres_from_counts(points, counts, 1.0, 2, rng=np.random.default_rng(0))
+    centres = centres[np.argsort(centres[:, 0])]
+    np.testing.assert_allclose(centres, [[0.05, 0.0], [10.0, 10.05]])
+    assert centres_from_counts(points, counts, 30.0, 2, rng=np.random.default_rng(0)) is None
+
+
+def test_a_private_start_spends_its_share_and_finds_g2s_clusters():
+    from fedcluster.privacy.accountant import epsilon_spent, split
+
+    data = load_dataset("g2-16-30")
+    parts = [data.X[i] for i in partition_indices(len(data.X), 4, "iid", seed=0)]
+    result = build_strategy(RunConfig.from_mapping({
+        "k": 2, "seed": 0, "init": "private", "data-bounds": "0:1100", "dp": "central",
+        "secure-aggregation": True, "dp-epsilon": 1.0, "num-server-rounds": 3, "tol": 0.0,
+    })).fit(InMemoryFederation(parts))
+    setup, z = split(1.0, 1e-5, 3, {"start": 0.2})
+    init = [r for r in result.history if r.phase == "init"]
+    assert len(init) == 1 and init[0].clients_answered == 4
+    assert init[0].epsilon == pytest.approx(epsilon_spent(0.0, 0, 1e-5, setup["start"]))
+    assert result.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+    assert result.history[-1].epsilon <= 1.0
+    means = np.sort(result.centroids.mean(axis=1))
+    assert means == pytest.approx([500.0, 600.0], abs=15.0)
+
+
+def test_a_liars_cell_counts_cannot_fail_the_start_or_get_honest_clients_rejected(monkeypatch):
+    from fedcluster.client.respond import STEPS
+    from fedcluster.messages import ClientSummary
+    from fedcluster.privacy.kinds import CELL_COUNTS
+
+    X = load_dataset("s1").X
+    parts = [X[i] for i in partition_indices(len(X), 4, "iid", seed=0)]
+    liar, honest_step = parts[0], STEPS[CELL_COUNTS]
+
+    def lying(rows, centroids, config):
+        summary = honest_step(rows, centroids, config)
+        if rows is not liar:
+            return summary
+        return ClientSummary(n=summary.n, counts=np.full_like(summary.counts, -1e15))
+
+    monkeypatch.setitem(STEPS, CELL_COUNTS, lying)
+    result = build_strategy(RunConfig.from_mapping({
+        "k": 15, "seed": 0, "init": "private", "dp": "central", "secure-aggregation": True,
+        "num-server-rounds": 1, "tol": 0.0,
+    })).fit(InMemoryFederation(parts))
+    assert all(r.clients_rejected == 0 and r.clients_answered == 4 for r in result.history)
+    assert result.rounds == 1
+
+
+def test_a_private_start_needs_dp():
+    from fedcluster.config import ConfigError
+
+    with pytest.raises(ConfigError, match="init = private is the start of a DP run"):
+        RunConfig.from_mapping({"init": "private"})
