@@ -90,7 +90,7 @@ def score(X: np.ndarray, centroids: np.ndarray) -> float:
 
 
 def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
-                   private_bounds=False) -> np.ndarray:
+                   private_bounds=False, start_share=0.0) -> np.ndarray:
     from fedcluster.config import RunConfig
     from fedcluster.federation.memory import InMemoryFederation
     from fedcluster.methods import build_strategy
@@ -106,6 +106,8 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
         settings.update({"dp": "distributed", "dp-epsilon": epsilon, "secure-aggregation": True})
     if private_bounds and not math.isinf(epsilon):
         del settings["data-bounds"]  # estimated with a share of the budget
+    if start_share and settings["init"] == "private":
+        settings["dp-start-share"] = start_share
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids
 
 
@@ -238,6 +240,8 @@ def main(argv=None) -> None:
                         help="the start: random (uniform in the bounds), spread (packed apart; "
                         "both spend no budget) or private (a share of it; epsilon = inf runs "
                         "then start spread)")
+    parser.add_argument("--start-share", type=float, default=0.0,
+                        help="--init private: dp-start-share (0: the default)")
     parser.add_argument("--private-bounds", action="store_true",
                         help="DP runs without --data-bounds: estimated with a share of the budget "
                         "(epsilon = inf runs keep the declared ones)")
@@ -315,13 +319,14 @@ def run_grid(args, parser) -> None:
             for epsilon in epsilons:
                 central = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
                                                    args.rounds, "central", args.init,
-                                                   args.private_bounds)) / best
+                                                   args.private_bounds, args.start_share)) / best
                            for s in range(args.seeds)]
                 distributed = []
                 if distributed_too and not math.isinf(epsilon):
                     distributed = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
                                                            args.rounds, "distributed",
-                                                           args.init, args.private_bounds)) / best
+                                                           args.init, args.private_bounds,
+                                                           args.start_share)) / best
                                    for s in range(args.distributed_seeds)]
                 if epsilon not in references:
                     if math.isinf(epsilon):
@@ -339,6 +344,7 @@ def run_grid(args, parser) -> None:
                 print_table([row], header=len(rows) == 1)
         meta = {"data": name, "rows": len(X) if args.rows else 0, "k": k, "bounds": bounds,
                 "init": args.init, "private_bounds": args.private_bounds,
+                "start_share": args.start_share,
                 "rounds": args.rounds, "clients": args.clients, "seeds": args.seeds,
                 "distributed_seeds": args.distributed_seeds if distributed_too else 0,
                 "distributed": distributed_too, "centralized_score": best,

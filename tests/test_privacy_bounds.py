@@ -225,3 +225,36 @@ def test_secure_aggregation_alone_still_needs_declared_bounds_for_a_box_start():
     with pytest.raises(ConfigError, match="dp-bounds-share"):
         RunConfig.from_mapping({"init": "spread", "secure-aggregation": True, "dp": "central",
                                 "dp-bounds-share": 1.0})
+
+
+@pytest.mark.slow
+def test_dp_without_declared_bounds_in_a_ray_simulation(tmp_path):
+    """Real Flower: the bounds step and the start go through the ClientApp's secure aggregation.
+
+    Central DP with the private start, and distributed DP (each client's own noise shares)
+    with the spread start, both on G2 without --data-bounds: the model records the bounds
+    it estimated and the epsilon each setup step spent, and finds both Gaussians."""
+    from fedcluster.data import write_partitions
+    from fedcluster.simulation import simulate
+
+    data = load_dataset("g2-16-30")
+    write_partitions(data.X, partition_indices(len(data.X), 4, "iid", seed=0), tmp_path / "parts")
+    common = {"algorithm": "dwf", "k": 2, "seed": 0, "secure-aggregation": True,
+              "dp-epsilon": 1.0, "num-server-rounds": 3, "tol": 0.0, "min-nodes": 4}
+    for name, extra, setup in (
+            ("central", {"dp": "central", "init": "private"}, ["bounds", "start"]),
+            ("distributed", {"dp": "distributed", "init": "spread"}, ["bounds"])):
+        model = simulate(RunConfig.from_mapping({**common, **extra,
+                                                 "out-dir": str(tmp_path / name)}),
+                         tmp_path / "parts", 4)
+        init = [r for r in model.history if r.phase == "init"]
+        assert len(init) == len(setup) and all(r.clients_answered == 4 for r in init), init
+        shares = {"bounds": 0.1, "start": 0.2}
+        steps, _ = split(1.0, 1e-5, 3, {step: shares[step] for step in setup})
+        assert init[-1].epsilon == pytest.approx(
+            epsilon_spent(0.0, 0, 1e-5, combined(steps.values())))
+        assert 0.99 <= model.history[-1].epsilon <= 1.0
+        low, high = parse_bounds(model.settings["data-bounds"])
+        assert low.shape == (16,) and np.all(low <= 420) and np.all(high >= 680), (low, high)
+        means = np.sort(model.centroids.mean(axis=1))
+        assert means == pytest.approx([500.0, 600.0], abs=15.0), (name, means)
