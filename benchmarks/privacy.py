@@ -11,8 +11,9 @@ For each data set, split, epsilon and seed: fedcluster's ``dwf`` with
 10 in-memory clients, ``--rounds`` rounds, a start in the declared bounds
 (``--init``: random, uniform, the default; spread, packed apart; or private,
 a noisy histogram with a share of the budget; with ``--private-bounds`` the
-DP runs declare no bounds and estimate them); diffprivlib's ``KMeans`` (central DP, its own iteration count) on the
-pooled data at the same epsilon and bounds. epsilon = inf is the same
+DP runs declare no bounds and estimate them); diffprivlib's ``KMeans``
+(central DP, its own iteration count) on the pooled data at the same epsilon
+and bounds. epsilon = inf is the same
 ``dwf`` sum-form run without noise (``dp = off``, same start) and
 scikit-learn's ``KMeans`` with one random start for diffprivlib's column.
 The score is the mean squared distance of all points to their nearest
@@ -219,8 +220,12 @@ def print_summary(rows: list[dict], epsilon: str) -> None:
 
 def footer(meta: dict) -> str:
     rows = f", {meta['rows']} rows (seeded subset, seed 0)" if meta.get("rows") else ""
+    start = f", init {meta['init']}" if meta.get("init", "random") != "random" else ""
+    if meta.get("start_share"):
+        start += f" (dp-start-share {meta['start_share']:g})"
+    bounds = f"{meta['bounds']} (DP runs: estimated)" if meta.get("private_bounds") else meta["bounds"]
     return (f"{meta['data']}: {meta['wall_s']:.0f} s; rounds {meta['rounds']}, {meta['clients']} "
-            f"clients, k {meta['k']}, bounds {meta['bounds']}{rows}, seeds 0-{meta['seeds'] - 1}"
+            f"clients, k {meta['k']}{start}, bounds {bounds}{rows}, seeds 0-{meta['seeds'] - 1}"
             + (f" (distributed: 0-{meta['distributed_seeds'] - 1})" if meta["distributed"] else
                " (no distributed runs)"))
 

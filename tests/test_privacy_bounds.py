@@ -255,6 +255,6 @@ def test_dp_without_declared_bounds_in_a_ray_simulation(tmp_path):
             epsilon_spent(0.0, 0, 1e-5, combined(steps.values())))
         assert 0.99 <= model.history[-1].epsilon <= 1.0
         low, high = parse_bounds(model.settings["data-bounds"])
-        assert low.shape == (16,) and np.all(low <= 420) and np.all(high >= 680), (low, high)
+        assert low.shape == (16,) and np.all(low <= 450) and np.all(high >= 650), (low, high)
         means = np.sort(model.centroids.mean(axis=1))
         assert means == pytest.approx([500.0, 600.0], abs=15.0), (name, means)
