@@ -145,6 +145,7 @@ class FederatedKMeans:
                  dp_clip: float = _DEFAULT["dp_clip"], data_bounds: str = _DEFAULT["data_bounds"],
                  dp_bounds_share: float = _DEFAULT["dp_bounds_share"],
                  dp_start_share: float = _DEFAULT["dp_start_share"],
+                 dp_rounds: int = _DEFAULT["dp_rounds"],
                  secure_aggregation: bool = _DEFAULT["secure_aggregation"],
                  secagg_threshold: float = _DEFAULT["secagg_threshold"],
                  secagg_neighbours: int = _DEFAULT["secagg_neighbours"],

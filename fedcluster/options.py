@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .privacy.options import (DP, DataBounds, DPBoundsShare, DPClip, DPStartShare, DPDelta, DPEpsilon, DPNoiseMultiplier,
+from .privacy.options import (DP, DataBounds, DPBoundsShare, DPClip, DPRounds, DPStartShare, DPDelta, DPEpsilon, DPNoiseMultiplier,
                               SecAggFractionBits, SecAggNeighbours, SecAggThreshold,
                               SecureAggregation, check_privacy)
 
@@ -127,6 +127,7 @@ class Options(BaseModel):
     data_bounds: DataBounds
     dp_bounds_share: DPBoundsShare
     dp_start_share: DPStartShare
+    dp_rounds: DPRounds
     secure_aggregation: SecureAggregation
     secagg_threshold: SecAggThreshold
     secagg_neighbours: SecAggNeighbours

@@ -258,3 +258,17 @@ def test_dp_without_declared_bounds_in_a_ray_simulation(tmp_path):
         assert low.shape == (16,) and np.all(low <= 450) and np.all(high >= 650), (low, high)
         means = np.sort(model.centroids.mean(axis=1))
         assert means == pytest.approx([500.0, 600.0], abs=15.0), (name, means)
+
+
+def test_the_rounds_of_a_calibrated_budget_are_chosen_from_epsilon_unless_set():
+    from fedcluster.privacy.accountant import rounds_for
+
+    assert [rounds_for(e) for e in (0.1, 0.5, 1.0, 2.0, 5.0, 100.0)] == [5, 5, 5, 7, 10, 10]
+    _, parts = s1_parts()
+    auto = build_strategy(private(**{"num-server-rounds": 100, "data-bounds": "0:1e6"})
+                          ).fit(InMemoryFederation(parts))
+    assert auto.rounds == 5 and "privacy budget spent: 5 round(s)" in auto.stop_reason
+    assert auto.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+    chosen = build_strategy(private(**{"num-server-rounds": 100, "dp-rounds": 2})
+                            ).fit(InMemoryFederation(parts))
+    assert chosen.rounds == 2 and chosen.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)

@@ -143,6 +143,25 @@ def split(epsilon: float, delta: float, rounds: int, shares: dict[str, float]
     return setup, calibrate(epsilon, delta, rounds, combined(setup.values()))
 
 
+#: Rounds of a calibrated DP run chosen from epsilon (``dp-rounds = 0``): at most
+#: ``MOST_AUTO_ROUNDS``, at least ``LEAST_AUTO_ROUNDS``.
+LEAST_AUTO_ROUNDS = 5
+MOST_AUTO_ROUNDS = 10
+
+
+def rounds_for(epsilon: float) -> int:
+    """The rounds a calibrated DP run spreads its budget over when the user does not say.
+
+    ``5`` up to epsilon 1 and ``5 + 2 log2(epsilon)`` above (7 at 2, 10 from
+    about 5): a Lloyd step's noise grows with the square root of the rounds, and
+    more budget affords more steps (FastLloyd chooses 2-7 rounds from epsilon
+    the same way). Measured on S1 (``BENCHMARKS.md``, "The start and the
+    bounds under DP").
+    """
+    extra = 2 * math.log2(epsilon) if epsilon > 1 else 0.0
+    return int(min(MOST_AUTO_ROUNDS, max(LEAST_AUTO_ROUNDS, round(LEAST_AUTO_ROUNDS + extra))))
+
+
 class Budget:
     """What a DP run may spend and what it has spent.
 

@@ -80,7 +80,7 @@ from ..results import RunResult
 from . import secagg
 from . import bounds as private_bounds
 from . import start as private_start
-from .accountant import Budget, combined, epsilon_spent, fits, split
+from .accountant import Budget, combined, epsilon_spent, fits, rounds_for, split
 from .checks import TotalCheck, Verify
 from .kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY,
                     SETUP_NOISE_KEY, STEP_NOISE_KEY, SUMS)
@@ -500,8 +500,9 @@ class PrivateRounds:
         self.clip = options.dp_clip
         self.fraction_bits = options.secagg_fraction_bits
         self.budget: Budget | None = None
-        #: The rounds the budget allows (the clients are told): ``num-server-rounds`` for a
-        #: calibrated multiplier, else the most that fit, at most that many.
+        #: The rounds the budget allows (the clients are told): for a calibrated multiplier
+        #: ``dp-rounds`` (0: :func:`~.accountant.rounds_for` epsilon), at most
+        #: ``num-server-rounds``; for a fixed one the most that fit, at most that many.
         self.rounds = 0
         if self.dp != "off":
             # Setup steps, each with its share of the budget: the bounds step without declared
@@ -509,11 +510,13 @@ class PrivateRounds:
             shares = {name: share for name, share, wanted in (
                 ("bounds", options.dp_bounds_share, not self.bounds),
                 ("start", options.dp_start_share, options.init == "private")) if wanted}
-            setup, z = split(options.dp_epsilon, options.dp_delta, options.num_server_rounds,
-                             shares)
+            # The rounds a calibrated budget is spread over: dp-rounds, or chosen from epsilon.
+            planned = min(options.num_server_rounds,
+                          options.dp_rounds or rounds_for(options.dp_epsilon))
+            setup, z = split(options.dp_epsilon, options.dp_delta, planned, shares)
             self.budget = Budget(options.dp_epsilon, options.dp_delta,
                                  options.dp_noise_multiplier or z, setup)
-            self.rounds = options.num_server_rounds if not options.dp_noise_multiplier else \
+            self.rounds = planned if not options.dp_noise_multiplier else \
                 _rounds_that_fit(self.budget, options.num_server_rounds)
         self.cost = SecAggCost()
         self.clipping: Clipping | None = None
