@@ -97,7 +97,7 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
     from fedcluster.methods import build_strategy
 
     settings = {"k": k, "seed": seed, "init": init, "data-bounds": bounds, "tol": 0.0,
-                "num-server-rounds": rounds}
+                "num-server-rounds": rounds, "dp-rounds": rounds}
     if math.isinf(epsilon):
         settings["secure-aggregation"] = True  # the sum form without noise
         settings["init"] = "spread" if init == "private" else init

@@ -263,7 +263,7 @@ def test_dp_without_declared_bounds_in_a_ray_simulation(tmp_path):
 def test_the_rounds_of_a_calibrated_budget_are_chosen_from_epsilon_unless_set():
     from fedcluster.privacy.accountant import rounds_for
 
-    assert [rounds_for(e) for e in (0.1, 0.5, 1.0, 2.0, 5.0, 100.0)] == [5, 5, 5, 7, 10, 10]
+    assert [rounds_for(e) for e in (0.1, 0.35, 0.5, 0.7, 1.0, 5.0, 100.0)] == [2, 2, 3, 4, 5, 5, 5]
     _, parts = s1_parts()
     auto = build_strategy(private(**{"num-server-rounds": 100, "data-bounds": "0:1e6"})
                           ).fit(InMemoryFederation(parts))

@@ -56,8 +56,8 @@ DPBoundsShare = Annotated[float, Field(
     "budget (of its privacy loss 1/z^2) that estimating the bounds spends before the start")]
 DPRounds = Annotated[int, Field(
     0, ge=0, description="DP with a calibrated noise multiplier: the rounds the budget is spread "
-    "over (at most --rounds; the run stops after them); 0: chosen from epsilon (5 up to "
-    "epsilon 1, 5 + 2 log2(epsilon) above, at most 10)")]
+    "over (at most --rounds; the run stops after them); 0: chosen from epsilon "
+    "(5 + 2 log2(epsilon) between 2 and 5: 5 from epsilon 1 on)")]
 #: The default ``dp-start-share`` (see benchmarks/privacy.py's measurements in BENCHMARKS.md).
 START_SHARE = 0.2
 DPStartShare = Annotated[float, Field(
