@@ -132,9 +132,10 @@ def test_distributed_dp_estimates_the_bounds_from_the_clients_shares():
     assert result.history[-1].epsilon <= 1.0
 
 
-def test_the_bounds_noise_is_fresh_for_one_seed_and_of_the_calibrated_spread(monkeypatch):
+def test_the_setup_noise_is_fresh_for_one_seed_and_of_the_calibrated_spread(monkeypatch):
     """The seed in the model file fixes the start and the sampling, not the noise: two runs of
-    one seed add different noise to the same histogram, each of the step's spread."""
+    one seed add different noise to the same histogram (the bounds step) and the same cell
+    counts (the private start), each of its step's spread."""
     import fedcluster.privacy.server as server
 
     drawn = []
@@ -148,17 +149,20 @@ def test_the_bounds_noise_is_fresh_for_one_seed_and_of_the_calibrated_spread(mon
     monkeypatch.setattr(server, "discrete_gaussian", recorded)
     _, parts = s1_parts()
     for _ in range(2):
-        build_strategy(private(**{"num-server-rounds": 1})).fit(InMemoryFederation(parts))
-    (a_in, a_out, sigma), (b_in, b_out, _) = drawn
-    setup, _ = split(1.0, 1e-5, 1, {"bounds": 0.1})
-    assert sigma == pytest.approx(setup["bounds"] * math.sqrt(2))
-    np.testing.assert_array_equal(a_in, b_in)  # the same histogram, as the seed fixes the data
-    a_noise, b_noise = a_out - a_in, b_out - b_in
-    assert not np.allclose(a_noise, b_noise)
-    assert np.std(a_noise) == pytest.approx(sigma, rel=0.15)
-    # Nor is it the seed's numpy stream, the way the old noise was drawn.
-    assert not np.allclose(a_noise, np.random.default_rng(1).normal(0, sigma, a_noise.shape),
-                           atol=0.5)
+        build_strategy(private(**{"num-server-rounds": 1, "init": "private"})
+                       ).fit(InMemoryFederation(parts))
+    assert len(drawn) == 4  # per run: the bounds step, then the start
+    setup, _ = split(1.0, 1e-5, 1, {"bounds": 0.1, "start": 0.2})
+    for step, sensitivity in enumerate((math.sqrt(2), 1.0)):
+        (a_in, a_out, sigma), (b_in, b_out, _) = drawn[step], drawn[step + 2]
+        assert sigma == pytest.approx(setup[("bounds", "start")[step]] * sensitivity)
+        np.testing.assert_array_equal(a_in, b_in)  # the same counts: the seed fixes the data
+        a_noise, b_noise = a_out - a_in, b_out - b_in
+        assert not np.allclose(a_noise, b_noise)
+        assert np.std(a_noise) == pytest.approx(sigma, rel=0.15)
+        # Nor is it the seed's numpy stream, the way the old noise was drawn.
+        assert not np.allclose(a_noise, np.random.default_rng(1).normal(0, sigma, a_noise.shape),
+                               atol=0.5)
 
 
 @pytest.mark.parametrize(("extra", "moves"), [(10.0, False), (1e6, True), (-1e15, False)])
@@ -256,6 +260,9 @@ def test_dp_without_declared_bounds_in_a_ray_simulation(tmp_path):
         assert 0.99 <= model.history[-1].epsilon <= 1.0
         low, high = parse_bounds(model.settings["data-bounds"])
         assert low.shape == (16,) and np.all(low <= 450) and np.all(high >= 650), (low, high)
+        # The summary names the bounds in short (16 features) and says they were estimated.
+        assert "data bounds 16 features, lows" in format_result(model)
+        assert "(estimated under DP, within the budget)" in format_result(model)
         means = np.sort(model.centroids.mean(axis=1))
         assert means == pytest.approx([500.0, 600.0], abs=15.0), (name, means)
 
