@@ -16,7 +16,14 @@ the central noise (``dp = central``) or relies on the clients' shares of it
 draws uniformly in the declared ``data-bounds``, ``init = spread`` packs the
 centres apart in them (:func:`~fedcluster.numerics.spread_in_box`), without
 asking the clients anything but their number of features; it spends no
-budget.
+budget. Two setup steps may come first, each one Gaussian mechanism with its
+share of the budget (:meth:`PrivateRounds.setup_step`, counted by the
+accountant before the rounds): without declared ``data-bounds`` the bounds
+step (:mod:`.bounds`), and with ``init = private`` the private start
+(:mod:`.start`); their totals go through the same secure aggregation and
+noise, and are never refused (their read-offs bound what a liar's counts
+can do). A calibrated budget is spread over ``dp-rounds`` rounds (0: chosen
+from epsilon, :func:`~.accountant.rounds_for`).
 
 The noise is OpenDP's discrete Gaussian on the fixed-point grid ``2^-f``
 of secure aggregation (``f``: ``secagg-fraction-bits``;
