@@ -49,20 +49,21 @@ DataBounds = Annotated[str, Field(
     "(data-independent): rows are clipped into it under DP, and --init random or spread draws "
     "in it under DP or secure aggregation; empty under DP: estimated privately with "
     "--dp-bounds-share of the budget")]
-#: The default ``dp-bounds-share`` (see benchmarks/privacy.py's measurements in BENCHMARKS.md).
-BOUNDS_SHARE = 0.1
-DPBoundsShare = Annotated[float, Field(
-    BOUNDS_SHARE, gt=0.0, lt=1.0, description="DP without --data-bounds: the share of the "
-    "budget (of its privacy loss 1/z^2) that estimating the bounds spends before the start")]
+
+
+def _budget_share(default: float, when: str, what: str) -> Any:
+    """A setup step's share of the DP budget (of its privacy loss ``1 / z^2``; .accountant)."""
+    return Annotated[float, Field(default, gt=0.0, lt=1.0, description=(
+        f"DP {when}: the share of the budget (of its privacy loss 1/z^2) that {what}"))]
+
+
+# The defaults are measured in BENCHMARKS.md ("The start and the bounds under DP").
+DPBoundsShare = _budget_share(0.1, "without --data-bounds", "estimating the bounds spends")
+DPStartShare = _budget_share(0.2, "with --init private", "the private start spends")
 DPRounds = Annotated[int, Field(
     0, ge=0, description="DP with a calibrated noise multiplier: the rounds the budget is spread "
     "over (at most --rounds; the run stops after them); 0: chosen from epsilon "
     "(5 + 2 log2(epsilon) between 2 and 5: 5 from epsilon 1 on)")]
-#: The default ``dp-start-share`` (see benchmarks/privacy.py's measurements in BENCHMARKS.md).
-START_SHARE = 0.2
-DPStartShare = Annotated[float, Field(
-    START_SHARE, gt=0.0, lt=1.0, description="DP with --init private: the share of the budget "
-    "(of its privacy loss 1/z^2) that the private start spends")]
 SecureAggregation = Annotated[bool, Field(
     False, description="the server learns only the round's total of the clients' sums, counts "
     "and squared distances (SecAgg; dwf, ewf, fedkmeans, ffcm-avg1 in their one-step sum form)")]
