@@ -24,7 +24,11 @@ histograms of the same kind):
 * **The read-off**: bins whose noisy count is below :data:`KEEP_SDS`
   ``sigma`` are taken as empty (an empty bin passes this with probability
   ``Phi(-5)`` = 2.9e-7, so of the 290 empty bins of a feature one does in
-  about 1 of 10^4 features), then the low bound is the lower edge of the bin where the kept
+  about 1 of 10^4 features), and so are bins below :data:`GROW_SDS`
+  ``sigma`` beside them, outward from the kept bins (a tail bin of a few
+  dozen rows is then kept, not clipped by chance; an empty bin beside the
+  data passes with probability ``Phi(-2)`` = 2.3 %, widening the box by a
+  bin), then the low bound is the lower edge of the bin where the kept
   mass passes the :data:`QUANTILE` quantile and the high bound the upper
   edge of the bin where it passes ``1 - QUANTILE``: rows beyond are clipped
   by the rounds (at most about that share of them). A feature with no kept
@@ -52,8 +56,10 @@ LOWEST_EXP = -6
 HIGHEST_EXP = 12
 #: Bin edges per power of ten.
 STEPS_PER_DECADE = 8
-#: Bins below this many noise standard deviations are taken as empty.
+#: Bins below this many noise standard deviations are taken as empty ...
 KEEP_SDS = 5.0
+#: ... unless beside a kept bin and above this many.
+GROW_SDS = 2.0
 #: The share of the kept mass left beyond each bound.
 QUANTILE = 0.005
 
@@ -96,7 +102,18 @@ def bounds_from_histogram(histogram: np.ndarray, sigma: float) -> tuple[np.ndarr
     """
     edges = grid_edges()
     counts = np.nan_to_num(np.asarray(histogram, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-    kept = np.where(counts >= KEEP_SDS * sigma, np.maximum(counts, 0.0), 0.0)
+    kept = counts >= KEEP_SDS * sigma
+    # Grow the kept bins into their neighbours above GROW_SDS: a tail bin of a few dozen rows
+    # would otherwise be dropped by the noise now and then, and its rows clipped.
+    while True:
+        beside = np.zeros_like(kept)
+        beside[:, 1:] |= kept[:, :-1]
+        beside[:, :-1] |= kept[:, 1:]
+        grown = kept | (beside & (counts >= GROW_SDS * sigma))
+        if np.array_equal(grown, kept):
+            break
+        kept = grown
+    kept = np.where(kept, np.maximum(counts, 0.0), 0.0)
     total = kept.sum(axis=1)
     cumulative = np.cumsum(kept, axis=1)
     # Mass in an unbounded outer bin counts as in the grid's outermost bounded one, bin j
