@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from fedcluster.data import load_dataset, partition_indices
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.methods.deepfeca.strategy import DeepFeCA
 from fedcluster.methods.deepfeca.evaluation import (kmeans_quality, linear_evaluation,
                                                     network_features, network_spec_of)

@@ -25,10 +25,10 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
 
 import fedcluster.client.respond as respond
-import fedcluster.client.steps as steps
-from fedcluster.client.privacy import floor_of
+import fedcluster.local.steps as steps
+from fedcluster.local.floor import floor_of
 from fedcluster.data import load_dataset, partition_indices
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.methods.feca.client import feca_request
 from fedcluster.methods.feca.strategy import FeCA
 

@@ -118,8 +118,30 @@ def _sizes(args: argparse.Namespace) -> list[tuple[int, int, int]]:
             for size in group]
 
 
+def _numpy_blas_architecture() -> str | None:
+    """The kernel set NumPy's OpenBLAS chose for this CPU (``SkylakeX``, ...), if known."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    found = [i.get("architecture") for i in threadpool_info()
+             if i["internal_api"] == "openblas" and "numpy" in i["filepath"]]
+    return found[0] if found and found[0] else None
+
+
 def _faiss_kmeans(threads: int) -> Callable | None:
-    """FAISS's k-means iteration as ``fit(X32, C, m) -> None``, or None without FAISS."""
+    """FAISS's k-means iteration as ``fit(X32, C, m) -> None``, or None without FAISS.
+
+    The faiss-cpu wheel bundles an OpenBLAS (0.3.15 in faiss-cpu 1.15) that
+    does not know CPUs newer than itself and falls back to its generic
+    Prescott (SSE3) kernels there: on this project's Xeon machines FAISS's
+    product ran 3.4 x slower than with the AVX-512 kernels NumPy's OpenBLAS
+    picks. FAISS is timed with the kernels NumPy's OpenBLAS detected
+    (``OPENBLAS_CORETYPE``, read when FAISS's library loads), unless the
+    caller set that variable.
+    """
+    if "OPENBLAS_CORETYPE" not in os.environ and _numpy_blas_architecture():
+        os.environ["OPENBLAS_CORETYPE"] = _numpy_blas_architecture()
     try:
         import faiss
     except ImportError:
@@ -191,7 +213,8 @@ def cpu(args: argparse.Namespace) -> None:
     print(f"# cpu: Lloyd iteration, fedcluster / scikit-learn and / FAISS (<= 1.0: fedcluster "
           f"as fast); {threads} thread(s); per iteration from fits of {m_lo} and {m_hi} "
           "iterations" + ("; fedcluster's NumPy array path forced" if args.numpy_path else "")
-          + ("" if faiss_fit else "; FAISS not installed (pip install faiss-cpu): not timed"))
+          + (f"; FAISS's OpenBLAS kernels: {os.environ.get('OPENBLAS_CORETYPE', 'its own choice')}"
+             if faiss_fit else "; FAISS not installed (pip install faiss-cpu): not timed"))
     print(f"# {machine()}; load average {os.getloadavg()[0]:.1f}")
     rng = np.random.default_rng(0)
     # scikit-learn limits its BLAS to one thread inside KMeans itself; the
@@ -775,8 +798,8 @@ import gc, logging, sys, time, tracemalloc
 from pathlib import Path
 import numpy as np
 from fedcluster.config import RunConfig
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import build_strategy
 logging.getLogger("flwr").setLevel(logging.WARNING)
 files = sorted(Path(sys.argv[1]).glob("client_*.npy"))
 parts = [np.load(f) for f in files]

@@ -70,10 +70,11 @@ from fedcluster.client.app import build_client_app  # noqa: E402
 from fedcluster.client.respond import respond  # noqa: E402
 from fedcluster.config import RunConfig  # noqa: E402
 from fedcluster.data import load_dataset, partition_indices  # noqa: E402
-from fedcluster.federation.memory import InMemoryFederation  # noqa: E402
+from fedcluster.client.memory import InMemoryFederation  # noqa: E402
 from fedcluster.logs import colour_only_on_a_terminal  # noqa: E402
 from fedcluster.messages import ClientSummary  # noqa: E402
-from fedcluster.methods import METHODS, build_strategy  # noqa: E402
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS  # noqa: E402
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans  # noqa: E402
 from fedcluster.metrics import centre_distance  # noqa: E402
 from fedcluster.options import RoundOptions  # noqa: E402
@@ -120,7 +121,7 @@ def lie(summary: ClientSummary, kind: str, mode: str) -> ClientSummary:
 
 
 def lying_client(X, request, node_config) -> ClientSummary:
-    """A responder of :class:`~fedcluster.federation.memory.InMemoryFederation`.
+    """A responder of :class:`~fedcluster.client.memory.InMemoryFederation`.
 
     The real answer (:func:`~fedcluster.client.respond.respond`), altered by
     :func:`lie` as ``node_config['lie']`` (counts, shift, far) says.

@@ -93,8 +93,8 @@ def score(X: np.ndarray, centroids: np.ndarray) -> float:
 def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
                    private_bounds=False, start_share=0.0) -> np.ndarray:
     from fedcluster.config import RunConfig
-    from fedcluster.federation.memory import InMemoryFederation
-    from fedcluster.methods import build_strategy
+    from fedcluster.client.memory import InMemoryFederation
+    from fedcluster.config import build_strategy
 
     settings = {"k": k, "seed": seed, "init": init, "data-bounds": bounds, "tol": 0.0,
                 "num-server-rounds": rounds, "dp-rounds": rounds}
@@ -113,15 +113,15 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
 
 
 def secagg_cost(parts, k, bounds, neighbours):
-    """The :class:`~fedcluster.privacy.server.SecAggCost` of one secure aggregation of a ``dwf``
+    """The :class:`~fedcluster.strategies.private.SecAggCost` of one secure aggregation of a ``dwf``
     round's sums, counts, squared distances and rows (seed 0), as a private round asks it."""
     from fedcluster.config import RunConfig
-    from fedcluster.federation.memory import InMemoryFederation
-    from fedcluster.methods import build_strategy
+    from fedcluster.client.memory import InMemoryFederation
+    from fedcluster.config import build_strategy
     from fedcluster.messages import Request
     from fedcluster.privacy.checks import TotalCheck
     from fedcluster.privacy.kinds import SUMS
-    from fedcluster.privacy.server import SecAggCost, secure_sum
+    from fedcluster.strategies.private import SecAggCost, secure_sum
 
     strategy = build_strategy(RunConfig.from_mapping({
         "k": k, "seed": 0, "init": "random", "data-bounds": bounds,
@@ -142,8 +142,8 @@ def plain_round_cpu(parts, k, rounds) -> float:
     """CPU seconds per round of the same ``dwf`` run without secure aggregation (its start and
     final score included, as one more round each)."""
     from fedcluster.config import RunConfig
-    from fedcluster.federation.memory import InMemoryFederation
-    from fedcluster.methods import build_strategy
+    from fedcluster.client.memory import InMemoryFederation
+    from fedcluster.config import build_strategy
 
     strategy = build_strategy(RunConfig.from_mapping({
         "k": k, "seed": 0, "init": "random", "tol": 0.0, "num-server-rounds": rounds}))

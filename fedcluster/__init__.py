@@ -17,10 +17,10 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .estimator import FederatedKMeans
-    from .selection import select_k
+    from .estimator import select_k
 
 #: Public name -> the module that defines it.
-_LAZY = {"FederatedKMeans": ".estimator", "select_k": ".selection"}
+_LAZY = {"FederatedKMeans": ".estimator", "select_k": ".estimator"}
 
 __all__ = ["FederatedKMeans", "__version__", "select_k"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import itertools
 import logging
 import math
 import os
@@ -27,7 +28,8 @@ from .options import setting_defaults
 from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
 from .data.partition import SPLIT_HELP
 from .privacy.options import check_delta_for_rows
-from .server.artifacts import MODEL_FILE, format_result, read_model, result_to_dict
+from .server.artifacts import MODEL_FILE, read_model
+from .server.presentation import format_result, result_to_dict
 from .submit import add_submit_parser
 
 
@@ -51,15 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .selection import KSelection
+    from .selection import KSelection, parse_k_range
     from .server.choose_k import k_selection_run
-    from .simulation import SimulationError, simulate
+    from .simulation import SimulationError, simulate, simulated_round_timeout
 
     _check_clients(args.clients)
     given = {key: value for key, value in vars(args).items()
              if key in RunConfig.model_fields or key.replace("-", "_") in RunConfig.model_fields}
     # A resumed run writes its files where it left its checkpoint unless told otherwise.
-    out = args.out or args.resume or Path(RunConfig().out_dir)
+    out = args.out or args.resume or _default_out(args.overwrite)
     dataset, parts = _partitioned(args)
     n, d = dataset.X.shape
     config = RunConfig.from_mapping({
@@ -68,20 +70,26 @@ def _simulate(args: argparse.Namespace) -> int:
         "out-dir": str(out), "split": args.split, "dataset": args.dataset, "seed": args.seed,
         "min-nodes": args.clients, "resume-from": str(args.resume or ""),
     })
+    if given.get("round-timeout") is None:  # the start asks every client, whatever the sampling
+        config = config.model_copy(update={"round_timeout": simulated_round_timeout(args.clients)})
     _check_row_length(config, dataset)
     check_delta_for_rows(config, n)
     if args.resume is not None:  # a wrong or damaged checkpoint fails here, before Ray starts
-        from .methods import build_strategy
+        from .config import build_strategy
         from .server.checkpoint import resume_point
 
         resume_point(args.resume, build_strategy(config), config.to_flower())
     if args.resume is not None and args.k_range is not None:
         raise ConfigError("--resume continues one run; it does not combine with --k-range")
     run = k_selection_run(args.k_range, args.select)
-    if config.k > n:
-        raise ConfigError(f"--k {config.k} is more than the {n} points of {dataset.name}")
-    _check_feasible(config, [len(part) for part in parts])
-    _check_out(out)
+    # The largest k the run asks for: a k selection runs its range's ks, not --k.
+    k, asked = ((max(parse_k_range(args.k_range)), f"--k-range {args.k_range}'s largest k")
+                if args.k_range is not None else (config.k, "--k"))
+    if k > n:
+        raise ConfigError(f"{asked} {k} is more than the {n} points of {dataset.name}")
+    _check_feasible(config.min_cluster_size, k, asked, [len(part) for part in parts])
+    _check_out(out, replace=args.overwrite or args.resume is not None and
+               out.resolve() == args.resume.resolve())
     described = (f"{dataset.name} ({counted(n, 'point')}, {counted(d, 'feature')}), split "
                  f"{args.split} over {counted(args.clients, 'client')}")
     print(f"fedcluster: {config.algorithm}, k = {config.k}, on {described}", flush=True)
@@ -101,7 +109,8 @@ def _simulate(args: argparse.Namespace) -> int:
               f"{out / 'k-selection.csv'}\n")
         result = result.result
     # The settings a plain `fedcluster simulate` would have used are no news; -v lists them all.
-    defaults = None if args.verbose else {**setting_defaults(RunConfig), "min-nodes": args.clients}
+    defaults = None if args.verbose else {**setting_defaults(RunConfig), "min-nodes": args.clients,
+                                          "round-timeout": simulated_round_timeout(args.clients)}
     print(format_result(result, defaults=defaults))
     print(f"data: {described}")
     reference = _reference(result, dataset)
@@ -165,12 +174,22 @@ def _write_report(result, out: Path, reference) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import ReportUnavailable, write_report
+    from .report import ReportUnavailable, write_progress_report, write_report
+    from .server.checkpoint import checkpoint_path, read_checkpoint
 
-    result = read_model(args.dir / MODEL_FILE)
-    reference = None if args.dataset is None else _reference(result, _dataset(args))
+    model = args.dir / MODEL_FILE
     try:
-        path = write_report(result, args.dir, reference=reference)
+        if not model.exists() and checkpoint_path(args.dir).is_file():
+            # A run interrupted (or still going): the page of where its checkpoint stands.
+            body, progress = read_checkpoint(args.dir)
+            path = write_progress_report(progress, body["settings"], args.dir)
+            if path is None:
+                raise ConfigError(f"{checkpoint_path(args.dir)}: the run has no centroids yet: "
+                                  "nothing to report")
+        else:
+            result = read_model(model)
+            reference = None if args.dataset is None else _reference(result, _dataset(args))
+            path = write_report(result, args.dir, reference=reference)
     except ReportUnavailable as exc:
         print(f"fedcluster: error: report not written: {exc}", file=sys.stderr)
         return 2
@@ -283,37 +302,59 @@ def _check_row_length(config: RunConfig, dataset) -> None:
                           f"(or D with --network mlp)")
 
 
-def _check_feasible(config: RunConfig, sizes: list[int]) -> None:
+def _check_feasible(p: int, k: int, asked: str, sizes: list[int]) -> None:
     """Refuse, before Ray starts, a split whose clients cannot send k clusters at all.
 
     Under the privacy floor a client of n rows sends at most n // p clusters
     (each of p rows or more) and nothing when n < p, so a federation whose
     clients together hold fewer than k such clusters cannot find a start of
     k centroids, whatever the method; one of tiny clients would otherwise
-    fail only after every round's warnings.
+    fail only after every round's warnings. ``asked`` names where ``k`` came
+    from in the message.
     """
-    p = config.min_cluster_size
     if max(sizes) < p:
         raise ConfigError(f"every one of the {counted(len(sizes), 'client')} holds fewer than "
                           f"--min-cluster-size {p} rows (the largest {counted(max(sizes), 'row')}): "
                           f"none could send anything; use fewer --clients")
     clusters = sum(size // p for size in sizes)
-    if clusters < config.k:
+    if clusters < k:
         raise ConfigError(f"the {counted(len(sizes), 'client')} can send at most "
                           f"{counted(clusters, 'cluster')} of --min-cluster-size {p} rows or more, "
-                          f"fewer than --k {config.k}; use fewer --clients or a smaller --k")
+                          f"fewer than {asked} {k}; use fewer --clients or a smaller k")
 
 
-def _check_out(out: Path) -> None:
+def _default_out(replace: bool) -> Path:
+    """RunConfig's out-dir, or where an earlier run is there, the first free ``results-N``.
+
+    A user who types the README's commands one after another without ``--out``
+    keeps every run, and the refusal of :func:`_check_out` is for an ``--out``
+    named on purpose.
+    """
+    default = Path(RunConfig().out_dir)
+    if replace or not (default / MODEL_FILE).exists():
+        return default
+    free = next(default.with_name(f"{default.name}-{i}") for i in itertools.count(2)
+                if not default.with_name(f"{default.name}-{i}").exists())
+    print(f"fedcluster: {default} holds an earlier run; this one writes to {free} (--out to "
+          "choose, --overwrite to replace it)", flush=True)
+    return free
+
+
+def _check_out(out: Path, *, replace: bool) -> None:
     """Refuse, before Ray starts, an output directory the run could not write its files to.
 
     A run writes them at its end (and a checkpoint after each round), so a
     file in the way, a read-only place or a full disk would otherwise be
     found only after the whole run. The directory is made here; writing a
     scratch file in it is the check (permission bits do not bind root).
+    A finished run's model there is refused unless ``replace`` (``--overwrite``,
+    or the run resumes in its own directory), so that no run is lost silently.
     """
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: a file is in the way (the run writes a directory there)")
+    if not replace and (out / MODEL_FILE).exists():
+        raise ConfigError(f"--out {out} holds a finished run ({out / MODEL_FILE}); give another "
+                          "--out, or --overwrite to replace it")
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out) as probe:
@@ -410,18 +451,22 @@ def _partitioned(args: argparse.Namespace):
     return dataset, parts
 
 
-#: Settings of every method that a simulation takes from the command line (the
-#: waiting and timeout settings matter only in a deployment).
+#: Settings of every method that a simulation takes from the command line (waiting for
+#: nodes matters only in a deployment; a simulation waits for all of its clients).
 SIMULATE_OPTIONS = tuple(key for key in COMMON_OPTIONS
-                         if key not in ("seed", "min-nodes", "node-wait-timeout", "round-timeout"))
+                         if key not in ("seed", "min-nodes", "node-wait-timeout"))
+
+
+#: Simulation defaults that are not RunConfig's, as the help states them.
+_SIMULATED_DEFAULTS = {"round-timeout": "300 + clients / (2 x Ray actors), one actor per core"}
 
 
 def _config_option(group, key: str) -> None:
     """A command-line option for the run-config field ``key``, typed and documented by it."""
     field = RunConfig.model_fields[key.replace("-", "_")]
     flag = "--rounds" if key == "num-server-rounds" else f"--{key}"
-    options = {"dest": key, "default": None,
-               "help": f"{field.description} (default: {field.default})"}
+    default = _SIMULATED_DEFAULTS.get(key, field.default)
+    options = {"dest": key, "default": None, "help": f"{field.description} (default: {default})"}
     if get_origin(field.annotation) is Literal:
         options["choices"] = get_args(field.annotation)
     elif field.annotation is bool:
@@ -442,7 +487,8 @@ def _boolean(text: str) -> bool:
 
 
 def _data_options(parser: argparse.ArgumentParser, dataset: str | None = "s1",
-                  title: str = "data and its split") -> None:
+                  title: str = "data and its split", *, split: bool = True) -> None:
+    """The options that name a data set (and, with ``split``, how it is split over clients)."""
     defaults = BlobsParams()
     data = parser.add_argument_group(title)
     data.add_argument("--dataset", default=dataset,
@@ -453,10 +499,15 @@ def _data_options(parser: argparse.ArgumentParser, dataset: str | None = "s1",
                       help="the label column of a CSV file (not a feature); labels are needed "
                            "by label-based splits and metrics (default: a column named 'label', "
                            "if any; an .npz file holds labels in 'y')")
-    data.add_argument("--clients", type=int, default=10, help="number of clients (default: 10)")
-    data.add_argument("--split", default="iid", help=f"{SPLIT_HELP} (default: iid)")
-    data.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and "
-                      "the initialisation (default: 0)")
+    if split:
+        data.add_argument("--clients", type=int, default=10,
+                          help="number of clients (default: 10)")
+        data.add_argument("--split", default="iid", help=f"{SPLIT_HELP} (default: iid)")
+        data.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling "
+                          "and the initialisation (default: 0)")
+    else:
+        data.add_argument("--seed", type=int, default=0,
+                          help="the run's seed (blobs are drawn with it) (default: 0)")
     blobs = parser.add_argument_group("blobs dataset (the DWF paper's synthetic set by default)")
     blobs.add_argument("--blobs-samples", type=int, default=defaults.n_samples)
     blobs.add_argument("--blobs-centers", type=int, default=defaults.centers)
@@ -535,6 +586,9 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("--out", type=Path, default=None,
                         help=f"output directory (default: {RunConfig().out_dir}, or the --resume "
                              "directory)")
+    output.add_argument("--overwrite", action="store_true",
+                        help="replace the run in --out (without it, a directory that holds a "
+                             "finished run's model.pb is refused)")
     output.add_argument("--resume", type=Path, default=None, metavar="DIR",
                         help="continue the run whose checkpoint.json is in DIR (its --out), given "
                              "the same data and method options that began it")
@@ -584,10 +638,12 @@ def _parser() -> argparse.ArgumentParser:
         "report", help="write a run's report.html again from its model.pb",
         description="Write report.html into DIR from DIR/model.pb: the run's verdict, score, "
         "movement, clients, cluster sizes, centroids, privacy budget and changed settings, as "
-        "`fedcluster simulate` writes it. With the run's --dataset (and --seed and --blobs-* "
+        "`fedcluster simulate` writes it (a run without model.pb, interrupted: the page of its "
+        "checkpoint.json). With the run's --dataset (and --seed and --blobs-* "
         "options for blobs), the score and centroid charts show the data set's true centres.")
     rep.add_argument("dir", type=Path, help="a run's output directory (its --out)")
-    _data_options(rep, dataset=None, title="the run's data (for the true centres only)")
+    _data_options(rep, dataset=None, title="the run's data (for the true centres only)",
+                  split=False)
     rep.set_defaults(func=_report)
     add_submit_parser(commands)
     return parser

@@ -16,13 +16,16 @@ without validating again.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .data.partition import SPLIT_FORMS, parse_split
 from .methods import ALGORITHMS, METHODS
 from .options import INIT_METHODS, ConfigError, Options, allowed_range
+
+if TYPE_CHECKING:
+    from .strategies import ClusteringStrategy
 
 #: Where the clients' data is and where results go: not settings of the method.
 DATA_OPTIONS = ("out-dir", "dataset", "split", "partitions-dir", "resume-from")
@@ -91,6 +94,11 @@ class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
         return self.method_options().settings()
 
 
+def build_strategy(config: RunConfig) -> ClusteringStrategy:
+    """The server side of ``config.algorithm``, with the configured (already validated) settings."""
+    return METHODS[config.algorithm].strategy(options=config.method_options())
+
+
 def flower_defaults() -> str:
     """The ``[tool.flwr.app.config]`` block of ``pyproject.toml``: every setting's default.
 
@@ -107,4 +115,5 @@ def flower_defaults() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DATA_OPTIONS", "INIT_METHODS", "RUN_OPTIONS", "ConfigError", "RunConfig", "allowed_range"]
+__all__ = ["DATA_OPTIONS", "INIT_METHODS", "RUN_OPTIONS", "ConfigError", "RunConfig", "allowed_range",
+           "build_strategy"]

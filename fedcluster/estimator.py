@@ -5,10 +5,14 @@ The constructor stores the parameters (every method setting of
 defaults for Python and the command line); :meth:`FederatedKMeans.fit`
 validates them once, as a :class:`~fedcluster.config.RunConfig`, and runs the
 method over one array per data owner, in memory by default
-(:class:`~fedcluster.federation.memory.InMemoryFederation`: no message, no
+(:class:`~fedcluster.client.memory.InMemoryFederation`: no message, no
 file) or as a Flower simulation (``backend="flower"``: Ray, one simulated
 SuperNode per array). With full participation both give the same centroids,
 bit for bit.
+
+:func:`select_k` stands beside it, not as a method of it: like
+scikit-learn's model selection it fits several estimators and returns the
+chosen one, fitted.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import inspect
 import tempfile
 import warnings
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,6 +33,7 @@ from .numerics.distance import sq_distances
 from .options import kebab
 from .privacy.options import check_delta_for_rows
 from .results import RunResult
+from .selection import KSelection, check_selection, parse_k_range, select_over
 
 _DEFAULT = {name: field.default for name, field in RunConfig.model_fields.items()}
 #: Parameters that scikit-learn names differently from the run config: parameter -> field.
@@ -64,7 +70,7 @@ class FederatedKMeans:
     ``restart_score`` is ``score`` (which would hide :meth:`score`).
     ``algorithm`` picks the method (``fedcluster.methods.METHODS``). Two
     parameters are the estimator's own: ``backend`` ("memory": in this
-    process, :class:`~fedcluster.federation.memory.InMemoryFederation`;
+    process, :class:`~fedcluster.client.memory.InMemoryFederation`;
     "flower": a Flower simulation, Ray, one SuperNode per part, written to a
     temporary directory) and ``on_bad_client`` ("raise": a part whose number
     of features differs from the others' raises ``DataError``; "skip": it is
@@ -263,7 +269,7 @@ class FederatedKMeans:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if self.backend == "memory":
-            from .federation.memory import InMemoryFederation
+            from .client.memory import InMemoryFederation
             from .preprocessing import fit_method
 
             result = fit_method(config, InMemoryFederation(kept))
@@ -413,3 +419,63 @@ class FederatedKMeans:
                     inspect.signature(type(self).__init__).parameters.items()}
         changed = {k: v for k, v in self.get_params().items() if v != defaults[k]}
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+
+
+def select_k(parts: Sequence[Any], k_range: str | Sequence[int], criterion: str = "silhouette", *,
+             verbose: bool = False, **params: Any) -> KSelection:
+    """Choose k for the union of ``parts`` without pooling them; return the table and the fitted model.
+
+    Parameters
+    ----------
+    parts : sequence of array_like
+        One ``(n_i, n_features)`` array per data owner.
+    k_range : str or sequence of int
+        ``"2:10"`` (inclusive), ``"2:10:2"``, ``"2,4,8"`` or the ks themselves.
+    criterion : {"silhouette", "elbow"}
+        See :mod:`fedcluster.selection`, which runs the curve.
+    verbose : bool
+        ``backend="flower"`` only: show Flower's and Ray's own log lines.
+    **params
+        :class:`~fedcluster.FederatedKMeans` parameters (all but
+        ``n_clusters``), ``standardize=True`` among them; ``backend="flower"``
+        runs one Flower simulation whose ServerApp runs every k (Ray starts
+        once).
+
+    Returns
+    -------
+    KSelection
+        ``.k``, ``.rows`` (``.table()`` prints them) and ``.model``, a
+        :class:`~fedcluster.FederatedKMeans` with ``n_clusters`` the chosen one, fitted
+        with the chosen run (no further run).
+
+    Raises
+    ------
+    ConfigError
+        A bad k range, criterion or parameter, named.
+    DataError
+        An invalid part, named by its position (``on_bad_client`` applies
+        as in :meth:`~fedcluster.FederatedKMeans.fit`).
+    RunFailed
+        A run failed (the message names its k).
+    """
+    if "n_clusters" in params:
+        raise ConfigError("select_k takes the ks from k_range, not an 'n_clusters' parameter")
+    ks = parse_k_range(k_range) if isinstance(k_range, str) else parse_k_range(
+        ",".join(str(int(k)) for k in k_range))
+    check_selection(ks, criterion)
+    model = FederatedKMeans(n_clusters=ks[0], **params)
+    config = model.config()
+    rows, dtype = model._parts(parts)
+    kept = [X for X in rows if X is not None]
+    if model.backend == "memory":
+        from .client.memory import InMemoryFederation
+
+        selection = select_over(InMemoryFederation(kept), config, ks, criterion)
+    else:
+        from .server.choose_k import run_k_selection  # Flower's: only for this backend
+
+        selection = model._simulate(config, kept, verbose,
+                                    run=partial(run_k_selection, ks=ks, criterion=criterion))
+    model.set_params(n_clusters=selection.k)
+    selection.model = model._fitted(selection.result, rows, model.config(), dtype)
+    return selection

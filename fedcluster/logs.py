@@ -36,7 +36,10 @@ def use_colour(stream: object) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
     isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream (Flower's handler keeps the one it was imported with)
+        return False
 
 
 def colour_only_on_a_terminal() -> None:

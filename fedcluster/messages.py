@@ -3,7 +3,7 @@
 A request is a message kind, a config of scalars and, for most kinds, the
 global centroids; a reply is a :class:`ClientSummary`. Both sides check what
 they receive with the functions below, whatever carried it (Flower messages,
-:mod:`fedcluster.protocol`, or a direct call, :mod:`fedcluster.federation.memory`),
+:mod:`fedcluster.protocol`, or a direct call, :mod:`fedcluster.client.memory`),
 and reject anything malformed with :class:`ProtocolError`. This module does
 not import Flower.
 """

@@ -3,13 +3,13 @@
 :func:`federated_standardization` sends one moments request to every
 connected client; each answers with its row count and the per-feature mean
 and population standard deviation of its rows
-(:func:`fedcluster.client.summaries.moments_request`). The server combines
+(:func:`fedcluster.local.summaries.moments_request`). The server combines
 them with Chan et al.'s pairwise formula
 (:func:`fedcluster.numerics.moments.combine_moments`) into the mean and
 standard deviation of the pooled rows. :class:`StandardizedFederation` then
 adds that transform (shift = mean, scale = standard deviation) to every
 request it forwards, and every client answers about ``(X - shift) / scale``
-(:func:`fedcluster.client.summaries.transformed`), so the method, which is
+(:func:`fedcluster.local.summaries.transformed`), so the method, which is
 not changed at all, clusters standardised data. :func:`fit_method` is the one
 path every front end takes (the estimator, the ServerApp, k selection).
 
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .config import RunConfig, build_strategy
 from .federation.base import Answer, Federation
 from .logs import counted, log
 from .messages import MOMENTS, ProtocolError, Request, validate_reply
@@ -33,7 +34,6 @@ from .numerics.moments import Moments, combine_moments, standardize
 from .results import RunResult
 
 if TYPE_CHECKING:
-    from .config import RunConfig
     from .strategies import ClusteringStrategy
 
 WHAT = "standardisation (moments)"
@@ -147,8 +147,6 @@ def fit_method(config: RunConfig, federation: Federation,
     the data's. A resumed run asks for the moments again: the same rows give
     the same transform.
     """
-    from .methods import build_strategy
-
     strategy = strategy or build_strategy(config)
     if standardization is None and config.standardize:
         standardization = federated_standardization(strategy, federation)

@@ -1,7 +1,7 @@
 """``report.html``: one self-contained page per run, from what its ``model.pb`` holds.
 
-The page carries its charts as inline SVG (matplotlib, imported only here and
-only when a report is made), so it opens offline, from a mail attachment as
+The page carries its charts as inline SVG (:mod:`fedcluster.charts`: matplotlib,
+imported only when a report is made), so it opens offline, from a mail attachment as
 from the out-dir. Equal inputs give byte-identical pages: ``fedcluster report
 DIR`` regenerates what ``fedcluster simulate`` wrote. The centroid chart of
 data above two dimensions projects the centroids on their own principal axes:
@@ -10,30 +10,32 @@ the server holds centroids, never rows. This module does not depend on Flower.
 
 from __future__ import annotations
 
+import dataclasses
 import html
-import io
 import math
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
+from .charts import ChartsUnavailable as ReportUnavailable
+from .charts import figure_class, line_chart, new_axes, outside_legend, svg
 from .config import RunConfig
 from .data.atomic import atomic_write
 from .logs import counted
 from .options import changed_settings, setting_defaults
 from .results import RunResult
 from .server.artifacts import SCORE_MEANING
+from .strategies.progress import Progress
 
-__all__ = ["REPORT_FILE", "Reference", "ReportUnavailable", "render_report", "verdict",
-           "write_report"]
+__all__ = ["REPORT_FILE", "Reference", "ReportUnavailable", "RoundReports", "progress_result",
+           "render_report", "verdict", "write_progress_report", "write_report"]
 
 REPORT_FILE = "report.html"
-
-
-class ReportUnavailable(ImportError):
-    """matplotlib, which draws the charts, is not installed."""
 
 
 @dataclass(frozen=True)
@@ -50,43 +52,142 @@ class Reference:
 
 
 def write_report(result: RunResult, out_dir: str | os.PathLike[str], *,
-                 reference: Reference | None = None) -> Path:
+                 reference: Reference | None = None, running: str | None = None) -> Path:
     """Write ``report.html`` of ``result`` into ``out_dir``, atomically; return its path.
+
+    ``running``: see :func:`render_report`.
 
     Raises
     ------
     ReportUnavailable
         If matplotlib is not installed; nothing is written then.
     """
-    page = render_report(result, reference=reference)
+    page = render_report(result, reference=reference, running=running)
     path = Path(out_dir) / REPORT_FILE
     with atomic_write(path, "w") as fh:
         fh.write(page)
     return path
 
 
+class RoundReports:
+    """Replace ``report.html`` as a run goes on: give it to the strategy's ``checkpoint`` hook.
+
+    A page costs a few tenths of a second (matplotlib draws six charts), as
+    much as a round of a small run, so a page is written only while the time
+    spent writing pages stays within ``share`` of the time since the first
+    call (importing matplotlib not counted): the first progress (the
+    initialisation) always gets one, later rounds as the budget allows. The
+    run's last page, with its final verdict, is the caller's to write
+    (:func:`write_report`); a run interrupted keeps the page of a round at
+    most about ``1 / share`` page-writing times old.
+
+    Parameters
+    ----------
+    out_dir : path
+        The run's output directory.
+    settings : mapping
+        The method's settings (``strategy.settings``).
+    share : float
+        The share of the run's time that the pages may take (default: 10 %).
+    clock : callable
+        Seconds, monotonic (tests give their own).
+    """
+
+    def __init__(self, out_dir: str | os.PathLike[str], settings: dict, *, share: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.out_dir = Path(out_dir)
+        self.settings = dict(settings)
+        self.share = share
+        self.clock = clock
+        self.started: float | None = None
+        self.spent = 0.0
+
+    def __call__(self, progress: Progress) -> None:
+        if self.started is None:
+            figure_class()  # importing matplotlib (a second) is no page's cost: the last needs it
+            self.started = self.clock()
+        now = self.clock()
+        if self.spent > self.share * (now - self.started):
+            return
+        write_progress_report(progress, self.settings, self.out_dir)
+        self.spent += self.clock() - now
+
+
+def write_progress_report(progress: Progress, settings: dict,
+                          out_dir: str | os.PathLike[str]) -> Path | None:
+    """Write the page of a run in progress (:func:`progress_result`); None: nothing to show yet."""
+    result = progress_result(progress, settings)
+    if result is None:
+        return None
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return write_report(result, out_dir, running=_running(progress, settings))
+
+
+def progress_result(progress: Progress, settings: dict) -> RunResult | None:
+    """What a page can show of a run in progress, as a :class:`RunResult`; None: nothing yet.
+
+    The centroids are those of the restart in progress (or, between
+    restarts or while those are not all finite, of the best scored restart
+    so far); cluster sizes are measured only when a restart is scored, so
+    they are NaN until then; the score is that of the restart's last scored
+    round.
+    """
+    best = progress.best
+    # A method may leave a centroid undefined between rounds (NaN): a page must not end the run.
+    own = progress.centroids is not None and bool(np.all(np.isfinite(progress.centroids)))
+    if not own and best is None:
+        return None
+    if not own:
+        return dataclasses.replace(best, history=list(progress.history))
+    scores = [r.score for r in progress.history
+              if r.restart == progress.restart and math.isfinite(r.score)]
+    return RunResult(
+        algorithm=str(settings["algorithm"]), settings=settings, centroids=progress.centroids,
+        counts=np.full(len(progress.centroids), math.nan), score=scores[-1] if scores else math.nan,
+        n_points=0, rounds=progress.round or 0, converged=progress.converged,
+        best_restart=progress.restart, history=list(progress.history))
+
+
+def _running(progress: Progress, settings: dict) -> str:
+    restarts = int(settings.get("n-init", 1))
+    where = f"restart {progress.restart} (of {restarts}), " if restarts > 1 else ""
+    if progress.round is None:  # between restarts
+        where = f"{progress.restart} of {counted(restarts, 'restart')} scored"
+    else:
+        where += (f"round {progress.round} of at most {settings.get('num-server-rounds')} done"
+                  if progress.round else "initialised, no round yet")
+    return (f"In progress when written ({datetime.now(timezone.utc):%H:%M:%S} UTC): {where}. "
+            "This page is replaced as the run goes on and when it ends; a run interrupted "
+            "keeps it as it is.")
+
+
 # -- the page ------------------------------------------------------------------------------------
 
 
-def render_report(result: RunResult, *, reference: Reference | None = None) -> str:
-    """The HTML of the report of ``result`` (see the module docstring)."""
-    Figure = _figure_class()
+def render_report(result: RunResult, *, reference: Reference | None = None,
+                  running: str | None = None) -> str:
+    """The HTML of the report of ``result`` (see the module docstring).
+
+    ``running``: the sentence that replaces the verdict on the page of a run in
+    progress (:class:`RoundReports`).
+    """
+    figure_class()  # no matplotlib, no page: ReportUnavailable before any chart
     e = html.escape
     sections = [
-        ("Score per round", _score_chart(Figure, result, reference), _score_note(result, reference)),
-        ("Centroid movement per round", _movement_chart(Figure, result),
+        ("Score per round", _score_chart(result, reference), _score_note(result, reference)),
+        ("Centroid movement per round", _movement_chart(result),
          "How far the centroids moved in each training round, by the method's measure (the "
          "Frobenius norm of the change for the k-means methods)."),
-        ("Clients per round", _clients_chart(Figure, result),
-         "Sampled, answered and rejected clients of each round. The history records counts "
-         "only; the reason for each rejection is in the server's log."),
-        ("Cluster sizes", _sizes_chart(Figure, result),
-         f"Points per cluster, {counted(result.n_points, 'point')} in all."),
-        ("Centroids", _centroid_chart(Figure, result, reference), _centroid_note(result, reference)),
-        ("Privacy", _epsilon_chart(Figure, result), _privacy_note(result)),
+        ("Clients per round", _clients_chart(result) + _rejections(result),
+         "Sampled, answered and rejected clients of each round; the table below the chart "
+         "gives the reason of each rejection. A client silent until the round timeout counts "
+         "as neither answered nor rejected."),
+        ("Cluster sizes", _sizes_chart(result), _sizes_note(result)),
+        ("Centroids", _centroid_chart(result, reference), _centroid_note(result, reference)),
+        ("Privacy", _epsilon_chart(result), _privacy_note(result)),
     ]
     body = [f"<h1>fedcluster run: {e(result.algorithm)}, k = {result.n_clusters}</h1>",
-            f'<p class="verdict">{e(verdict(result))}</p>', _summary_table(result)]
+            f'<p class="verdict">{e(running or verdict(result))}</p>', _summary_table(result)]
     for title, chart, note in sections:
         body += [f"<h2>{e(title)}</h2>", f"<p>{e(note)}</p>", chart]
     body += _settings_section(result)
@@ -128,7 +229,8 @@ def _summary_table(result: RunResult) -> str:
         ("created", f"{result.created:%Y-%m-%d %H:%M:%S} UTC, fedcluster {result.version}"),
         ("clusters (k)", result.n_clusters),
         ("dimension (d)", result.dimension),
-        ("points", result.n_points),
+        ("points", result.n_points if np.all(np.isfinite(result.counts))
+         else "counted when the restart is scored"),
         ("rounds", result.rounds),
         ("best restart", result.best_restart),
         ("score", f"{result.score:.6g} ({meaning})"),
@@ -143,6 +245,21 @@ def _table(rows, header: tuple[str, ...] = ()) -> str:
         lines.append("<tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
     lines += ["<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in row) + "</tr>" for row in rows]
     return "\n".join([*lines, "</table>"])
+
+
+#: Rejections listed on the page; the model file and the server's log have them all.
+SHOWN_REJECTIONS = 50
+
+
+def _rejections(result: RunResult) -> str:
+    rows = [(r.restart, r.phase, r.round, reason) for r in result.history for reason in r.rejections]
+    if not rows:
+        return "<p>No answer was rejected.</p>"
+    more = len(rows) - SHOWN_REJECTIONS
+    return (_table(rows[:SHOWN_REJECTIONS], ("restart", "phase", "round", "rejected: why"))
+            + (f"\n<p>{more} more rejection(s) in the model file "
+               "(<code>fedcluster inspect --json</code>) and the server's log.</p>"
+               if more > 0 else ""))
 
 
 def _settings_section(result: RunResult) -> list[str]:
@@ -175,6 +292,12 @@ def _score_note(result: RunResult, reference: Reference | None) -> str:
     return note
 
 
+def _sizes_note(result: RunResult) -> str:
+    if not np.all(np.isfinite(result.counts)):
+        return "Measured when the restart is scored, at its end."
+    return f"Points per cluster, {counted(result.n_points, 'point')} in all."
+
+
 def _centroid_note(result: RunResult, reference: Reference | None) -> str:
     units = "" if result.shift is None else " (in the data's units, the standardisation undone)"
     if result.dimension <= 2:
@@ -204,43 +327,6 @@ def _privacy_note(result: RunResult) -> str:
 # -- charts --------------------------------------------------------------------------------------
 
 
-def _figure_class():
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise ReportUnavailable(
-            "matplotlib is not installed (pip install 'fedcluster[bench]')") from exc
-    return Figure
-
-
-def _svg(fig) -> str:
-    """The figure as inline SVG, the same bytes for the same figure (no date, fixed ids)."""
-    import matplotlib
-
-    buffer = io.StringIO()
-    # Figure.savefig leaves pyplot's global backend alone; the salt fixes the ids of clip paths.
-    with matplotlib.rc_context({"svg.hashsalt": "fedcluster-report", "svg.fonttype": "none"}):
-        fig.savefig(buffer, format="svg", bbox_inches="tight",
-                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
-
-
-def _axes(Figure, ylabel: str, *, width: float = 6.4, height: float = 3.2, whole_x: bool = True):
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_subplot()
-    # Rounds, exchanges and cluster numbers are whole: no tick at 1.5.
-    ax.xaxis.get_major_locator().set_params(integer=whole_x)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    return fig, ax
-
-
-def _outside_legend(ax) -> None:
-    """A legend beside the axes, where it cannot cover a curve."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-
-
 def _per_restart(result: RunResult, value) -> dict[int, tuple[list[int], list[float]]]:
     lines: dict[int, tuple[list[int], list[float]]] = {}
     for r in result.history:
@@ -251,41 +337,33 @@ def _per_restart(result: RunResult, value) -> dict[int, tuple[list[int], list[fl
     return lines
 
 
-def _round_chart(Figure, result: RunResult, value, ylabel: str,
-                 reference: float | None = None, reference_label: str = "") -> str:
-    fig, ax = _axes(Figure, ylabel)
-    for restart, (xs, ys) in sorted(_per_restart(result, value).items()):
-        ax.plot(xs, ys, marker=".", label=f"restart {restart}")
-    if reference is not None:
-        ax.axhline(reference, color="k", linestyle="--", label=reference_label)
-    if not ax.lines:
-        ax.text(0.5, 0.5, "nothing recorded", ha="center", va="center", transform=ax.transAxes)
-    else:
-        _outside_legend(ax)
-    ax.set_xlabel("round")
-    return _svg(fig)
+def _round_chart(result: RunResult, value, ylabel: str, reference: float | None = None,
+                 reference_label: str = "") -> str:
+    series = {f"restart {restart}": line
+              for restart, line in sorted(_per_restart(result, value).items())}
+    return svg(line_chart(series, ylabel, reference=reference, reference_label=reference_label))
 
 
-def _score_chart(Figure, result: RunResult, reference: Reference | None) -> str:
+def _score_chart(result: RunResult, reference: Reference | None) -> str:
     known = reference is not None and math.isfinite(reference.score)
-    return _round_chart(Figure, result, lambda r: r.score, "score",
+    return _round_chart(result, lambda r: r.score, "score",
                         reference.score if known else None,
                         f"true centres of {reference.name}" if known else "")
 
 
-def _movement_chart(Figure, result: RunResult) -> str:
-    return _round_chart(Figure, result, lambda r: r.movement, "centroid movement")
+def _movement_chart(result: RunResult) -> str:
+    return _round_chart(result, lambda r: r.movement, "centroid movement")
 
 
-def _epsilon_chart(Figure, result: RunResult) -> str:
+def _epsilon_chart(result: RunResult) -> str:
     if result.settings.get("dp", "off") == "off":
         return ""
-    return _round_chart(Figure, result, lambda r: r.epsilon, "epsilon spent",
+    return _round_chart(result, lambda r: r.epsilon, "epsilon spent",
                         result.settings.get("dp-epsilon"), "budget")
 
 
-def _clients_chart(Figure, result: RunResult) -> str:
-    fig, ax = _axes(Figure, "clients")
+def _clients_chart(result: RunResult) -> str:
+    fig, ax = new_axes("clients")
     steps = np.arange(len(result.history))
     # Sampled as bars behind the lines: with every client answering, the lines would coincide.
     ax.bar(steps, [r.clients_sampled for r in result.history], color="0.85", label="sampled")
@@ -293,25 +371,27 @@ def _clients_chart(Figure, result: RunResult) -> str:
         counts = [getattr(r, f"clients_{name}") for r in result.history]
         ax.plot(steps, counts, marker=".", color=colour, label=name)
     if len(steps):
-        _outside_legend(ax)
+        outside_legend(ax)
     ax.set_xlabel("exchange (in order; restarts and the initialisation included)")
     ax.yaxis.get_major_locator().set_params(integer=True)
-    return _svg(fig)
+    return svg(fig)
 
 
-def _sizes_chart(Figure, result: RunResult) -> str:
-    fig, ax = _axes(Figure, "points")
+def _sizes_chart(result: RunResult) -> str:
+    if not np.all(np.isfinite(result.counts)):
+        return ""
+    fig, ax = new_axes("points")
     ax.bar(np.arange(result.n_clusters), result.counts, color="tab:blue")
     ax.set_xlabel("cluster")
-    return _svg(fig)
+    return svg(fig)
 
 
 def _comparable(result: RunResult, reference: Reference | None) -> bool:
     return reference is not None and reference.centres.shape[1:] == (result.dimension,)
 
 
-def _centroid_chart(Figure, result: RunResult, reference: Reference | None) -> str:
-    fig, ax = _axes(Figure, "", width=5.0, height=5.0, whole_x=False)
+def _centroid_chart(result: RunResult, reference: Reference | None) -> str:
+    fig, ax = new_axes("", width=5.0, height=5.0, whole_x=False)
     centroids = result.original_centroids
     truth = reference.centres if _comparable(result, reference) else None
     if result.dimension == 1:
@@ -331,12 +411,12 @@ def _centroid_chart(Figure, result: RunResult, reference: Reference | None) -> s
     if truth is not None:
         ax.scatter(truth[:, 0], truth[:, 1], marker="x", color="k", label="true centres")
     total = result.counts.sum()
-    sizes = 20 + 200 * result.counts / total if total > 0 else 40
+    sizes = 20 + 200 * result.counts / total if total > 0 else 40  # NaN total: not yet measured
     ax.scatter(points[:, 0], points[:, 1], s=sizes, facecolors="none", edgecolors="tab:red",
                label="centroids")
     for j, (x, y) in enumerate(points):
         ax.annotate(str(j), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel(axes[0])
     ax.set_ylabel(axes[1])
-    _outside_legend(ax)
-    return _svg(fig)
+    outside_legend(ax)
+    return svg(fig)

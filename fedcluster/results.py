@@ -66,6 +66,9 @@ class RoundRecord:
     epsilon : float
         Differential privacy: the epsilon spent by the run's rounds so far (at
         the run's ``dp-delta``); NaN without DP.
+    rejections : tuple of str
+        Why each rejected answer was rejected: ``"node <id>: <reason>"``, one
+        per rejected client.
     """
 
     restart: int
@@ -78,6 +81,7 @@ class RoundRecord:
     participants: tuple[int, ...] = ()
     phase: str = "train"
     epsilon: float = float("nan")
+    rejections: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -89,6 +93,7 @@ class RoundRecord:
         self.score = float(self.score)
         self.epsilon = float(self.epsilon)
         self.participants = tuple(int(p) for p in self.participants)
+        self.rejections = tuple(str(reason) for reason in self.rejections)
         if any(p < 0 for p in self.participants):
             raise ValueError("RoundRecord.participants must be non-negative node ids")
 

@@ -6,7 +6,7 @@ asked, computed once for all ks); then one silhouette request to every
 connected client returns, for the final centroids, the client's sum of
 squared distances (the SSE curve, exact over all clients whatever
 ``score`` compares restarts by) and the sum of its rows' simplified
-silhouettes (:func:`fedcluster.client.summaries.silhouette_request`:
+silhouettes (:func:`fedcluster.local.summaries.silhouette_request`:
 ``(b - a) / max(a, b)`` with ``a`` and ``b`` the distances to the nearest and
 second nearest centroid; Hruschka, Campello & de Castro 2004; Wang et al.'s
 and Garst & Reinders' federated evaluations use it too). The server divides
@@ -22,12 +22,11 @@ The criteria (:data:`CRITERIA`):
     both axes scaled to [0, 1] (:func:`fedcluster.numerics.moments.farthest_from_chord`,
     the Kneedle rule without smoothing); needs three ks or more.
 
-:func:`select_k` is the Python face (over arrays, in memory or as one
-Flower simulation); the command line's ``fedcluster simulate --k-range``
-runs :func:`fedcluster.server.choose_k.run_k_selection` inside one ServerApp.
-It is a function beside :class:`~fedcluster.FederatedKMeans`, not a method of
-it: like scikit-learn's model selection it fits several estimators and
-returns the chosen one, fitted. This module does not import Flower.
+:func:`select_over` runs the curve over any federation. Its faces stand
+above it: :func:`fedcluster.estimator.select_k` over arrays (in memory or as
+one Flower simulation), and the command line's ``fedcluster simulate
+--k-range``, which runs :func:`fedcluster.server.choose_k.run_k_selection`
+inside one ServerApp. This module does not import Flower.
 """
 
 from __future__ import annotations
@@ -41,13 +40,13 @@ from typing import Any
 
 import numpy as np
 
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, build_strategy
 from .data.atomic import atomic_write
 from .federation.base import Federation, RunFailed
 from .logs import log
 from .messages import SILHOUETTE, validate_reply
 from .numerics.moments import farthest_from_chord
-from .preprocessing import fit_method, federated_standardization
+from .preprocessing import StandardizedFederation, federated_standardization, fit_method
 from .results import RunResult
 
 CRITERIA = ("silhouette", "elbow")
@@ -173,8 +172,6 @@ def select_over(federation: Federation, config: RunConfig, ks: Sequence[int],
     RunFailed
         A run, or its silhouette request, failed (the message names the k).
     """
-    from .methods import build_strategy
-
     ks = sorted(ks)
     check_selection(ks, criterion)
     standardization = None
@@ -199,9 +196,6 @@ def select_over(federation: Federation, config: RunConfig, ks: Sequence[int],
 def _curve_point(federation: Federation, config: RunConfig, result: RunResult,
                  standardization) -> KRow:
     """The SSE and mean simplified silhouette of ``result``'s centroids, from every client."""
-    from .methods import build_strategy
-    from .preprocessing import StandardizedFederation
-
     k = result.n_clusters
     strategy = build_strategy(config)
     target = federation if standardization is None else StandardizedFederation(federation,
@@ -227,66 +221,3 @@ def write_table(selection: KSelection, path: str | Path) -> Path:
                      f"{str(r.converged).lower()},{str(r.k == selection.k).lower()}\n")
     return path
 
-
-def select_k(parts: Sequence[Any], k_range: str | Sequence[int], criterion: str = "silhouette", *,
-             verbose: bool = False, **params: Any) -> KSelection:
-    """Choose k for the union of ``parts`` without pooling them; return the table and the fitted model.
-
-    Parameters
-    ----------
-    parts : sequence of array_like
-        One ``(n_i, n_features)`` array per data owner.
-    k_range : str or sequence of int
-        ``"2:10"`` (inclusive), ``"2:10:2"``, ``"2,4,8"`` or the ks themselves.
-    criterion : {"silhouette", "elbow"}
-        See the module docstring.
-    verbose : bool
-        ``backend="flower"`` only: show Flower's and Ray's own log lines.
-    **params
-        :class:`~fedcluster.FederatedKMeans` parameters (all but
-        ``n_clusters``), ``standardize=True`` among them; ``backend="flower"``
-        runs one Flower simulation whose ServerApp runs every k (Ray starts
-        once).
-
-    Returns
-    -------
-    KSelection
-        ``.k``, ``.rows`` (``.table()`` prints them) and ``.model``, a
-        :class:`~fedcluster.FederatedKMeans` with ``n_clusters`` the chosen one, fitted
-        with the chosen run (no further run).
-
-    Raises
-    ------
-    ConfigError
-        A bad k range, criterion or parameter, named.
-    DataError
-        An invalid part, named by its position (``on_bad_client`` applies
-        as in :meth:`~fedcluster.FederatedKMeans.fit`).
-    RunFailed
-        A run failed (the message names its k).
-    """
-    from .estimator import FederatedKMeans
-
-    if "n_clusters" in params:
-        raise ConfigError("select_k takes the ks from k_range, not an 'n_clusters' parameter")
-    ks = parse_k_range(k_range) if isinstance(k_range, str) else parse_k_range(
-        ",".join(str(int(k)) for k in k_range))
-    check_selection(ks, criterion)
-    model = FederatedKMeans(n_clusters=ks[0], **params)
-    config = model.config()
-    rows, dtype = model._parts(parts)
-    kept = [X for X in rows if X is not None]
-    if model.backend == "memory":
-        from .federation.memory import InMemoryFederation
-
-        selection = select_over(InMemoryFederation(kept), config, ks, criterion)
-    else:
-        from functools import partial
-
-        from .server.choose_k import run_k_selection
-
-        selection = model._simulate(config, kept, verbose,
-                                    run=partial(run_k_selection, ks=ks, criterion=criterion))
-    model.set_params(n_clusters=selection.k)
-    selection.model = model._fitted(selection.result, rows, model.config(), dtype)
-    return selection

@@ -608,7 +608,8 @@ def submit(app: str | Path = ".", connection: str | None = None,
         try:
             from .config import RunConfig
             from .options import setting_defaults
-            from .server.artifacts import format_result, read_model
+            from .server.artifacts import read_model
+            from .server.presentation import format_result
 
             summary = format_result(read_model(result.model), settings=verbose or not stream,
                                     defaults=None if verbose else setting_defaults(RunConfig))

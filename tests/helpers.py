@@ -111,7 +111,7 @@ def messages(records) -> str:
     return "\n".join(r.getMessage() for r in records)
 
 
-# -- in-memory clients (fedcluster.federation.memory) ------------------------------------------
+# -- in-memory clients (fedcluster.client.memory) ------------------------------------------
 
 def ask_client(X, kind: str, config: dict, centroids=None, *, node_config=None):
     """One client's :class:`~fedcluster.federation.base.Answer` to one request.
@@ -120,7 +120,7 @@ def ask_client(X, kind: str, config: dict, centroids=None, *, node_config=None):
     (:func:`fedcluster.client.respond.respond`): ``answer.summary`` is its
     unchecked reply, or ``answer.error`` reads "error reply (code C): reason".
     """
-    from fedcluster.federation.memory import InMemoryFederation
+    from fedcluster.client.memory import InMemoryFederation
     from fedcluster.messages import Request
 
     federation = InMemoryFederation([X], node_configs=[dict(node_config or {})])

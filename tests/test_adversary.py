@@ -23,9 +23,9 @@ from fedcluster.client.app import build_client_app
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.federation.base import RunFailed
-from fedcluster.federation.flower import FlowerFederation
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.server.flower import FlowerFederation
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import build_strategy
 from fedcluster.messages import ProtocolError
 from fedcluster.privacy import secagg
 from fedcluster.privacy.checks import TotalCheck

@@ -23,8 +23,9 @@ from helpers import iid_parts, messages, save_parts
 
 from fedcluster.client.app import build_client_app
 from fedcluster.config import RunConfig
-from fedcluster.federation.flower import FlowerFederation
-from fedcluster.methods import METHODS, build_strategy
+from fedcluster.server.flower import FlowerFederation
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS
 from fedcluster.protocol import RESULT_KEY
 from harness.inprocess import InProcessGrid
 

@@ -18,7 +18,8 @@ import pytest
 import fedcluster.data.atomic
 from fedcluster.proto import cluster_model_pb2 as pb
 from fedcluster.server import artifacts
-from fedcluster.server.artifacts import HISTORY_COLUMNS, format_result, from_proto, read_model, result_to_dict, to_proto, write_history_csv, write_model, write_run
+from fedcluster.server.artifacts import HISTORY_COLUMNS, from_proto, read_model, to_proto, write_history_csv, write_model, write_run
+from fedcluster.server.presentation import format_result, result_to_dict
 from fedcluster.results import ArtifactError, RoundRecord, RunResult
 
 PROTO_DIR = Path(pb.__file__).parent
@@ -515,6 +516,8 @@ def _history(field, value, row=1):
         (_history("clients_rejected", 1), "invalid model: .*4 answered and 1 rejected, more than the 4 clients sampled"),
         (lambda m: m.history[1].participants.append(15), "invalid model: .*are not 4 distinct node ids"),
         (lambda m: m.history[1].participants.__setitem__(0, 12), "invalid model: .*are not 4 distinct node ids"),
+        (lambda m: m.history[1].rejections.append("node 3: made up"),
+         "invalid model: .*1 rejection reasons for 0 rejected answers"),
     ],
 )
 def test_incomplete_or_inconsistent_models_are_refused(tmp_path, change, message):

@@ -72,7 +72,13 @@ def test_grid_expands_sweeps_seeds_and_the_central_baseline(grid_file):
     (GRID.replace('name = "tiny"', 'nme = "tiny"'), "unknown keys"),
     (GRID.replace("num-server-rounds = 5", "num-server-rounds = 0"), "num-server-rounds"),
     (GRID.replace('splits = ["iid"]', 'splits = ["sideways"]'), "sideways"),
-    (GRID.replace("num-server-rounds = 5 }", "num-server-rounds = 5, seed = 3 }"), "the grid sets them"),
+    (GRID.replace("num-server-rounds = 5 }", "num-server-rounds = 5, seed = 3 }"),
+     r"sets \['seed'\], which a run of a grid cannot take"),
+    # A setting the runner would not apply is refused, whether set or swept.
+    (GRID.replace("num-server-rounds = 5 }", 'num-server-rounds = 5, resume-from = "old" }'),
+     r"method 'DWF' sets \['resume-from'\]"),
+    (GRID.replace("sweep = { local-steps", "sweep = { seed = [1, 2], local-steps"),
+     r"method 'DWF' sets \['seed'\]"),
     (GRID.replace("seeds = 2", "seeds = 2\nbest-of = 3"), "best-of must be an integer from 0"),
     (GRID.replace("seeds = 2", "seeds = 2\nbest-of = 1.5"), "best-of must be an integer"),
     (GRID.replace("scale = 1e4", 'scale = 1e4\nkind = "pie"'), "table kind must be one of grid, quantiles"),
@@ -325,7 +331,7 @@ def test_spawned_workers_hide_the_per_round_lines_too(grid_file, tmp_path, capfd
 
 def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file, tmp_path,
                                                                       monkeypatch):
-    import fedcluster.federation.memory as memory
+    import fedcluster.client.memory as memory
 
     def broken_disk(*args, **kwargs):
         raise OSError("disk on fire")
@@ -353,7 +359,7 @@ def test_runs_whose_clients_all_fail_are_in_runs_csv_with_their_error(grid_file,
 
 
 def test_bench_command_exits_1_naming_the_failed_runs(grid_file, tmp_path, monkeypatch, capsys):
-    import fedcluster.federation.memory as memory
+    import fedcluster.client.memory as memory
     from fedcluster.cli import main
 
     def broken_disk(*args, **kwargs):

@@ -55,9 +55,9 @@ def test_in_memory_clients_give_the_result_of_flower_clients_reading_files(tmp_p
 
     from fedcluster.client.app import build_client_app
     from fedcluster.config import RunConfig
-    from fedcluster.federation.flower import FlowerFederation
-    from fedcluster.federation.memory import InMemoryFederation
-    from fedcluster.methods import build_strategy
+    from fedcluster.server.flower import FlowerFederation
+    from fedcluster.client.memory import InMemoryFederation
+    from fedcluster.config import build_strategy
 
     data = cached_dataset("s1", 0)
     parts = cached_partition("s1", "dirichlet:0.3", 5, 0)

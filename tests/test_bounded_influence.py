@@ -14,8 +14,8 @@ import pytest
 from helpers import altered_replies, iid_parts, messages
 
 from fedcluster.config import ConfigError, RunConfig
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import build_strategy
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.metrics import centre_distance
 

@@ -1,6 +1,6 @@
 """Checkpoints in memory: a run interrupted and resumed gives the uninterrupted run's result.
 
-Every method runs over :class:`~fedcluster.federation.memory.InMemoryFederation`
+Every method runs over :class:`~fedcluster.client.memory.InMemoryFederation`
 three times: uninterrupted; interrupted right after a given checkpoint was
 written (the checkpoint function raises); and resumed, by a new strategy,
 from the ``checkpoint.json`` the interrupted run left. The resumed result
@@ -18,8 +18,9 @@ import pytest
 
 import fedcluster
 from fedcluster.config import RunConfig
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import METHODS, build_strategy
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS
 from fedcluster.server.checkpoint import (CHECKPOINT_FILE, CheckpointError, CheckpointWriter,
                                           read_checkpoint, resume_point)
 
@@ -511,7 +512,7 @@ def test_over_flower_messages_a_node_the_superlink_answers_for_is_waited_for(s1,
     """Flower's own Node Unavailable reply (the SuperLink's, for a lapsed heartbeat) marks the
     node unreachable, a ClientApp's error does not; the resumed run waits for the node."""
     from fedcluster.client.app import build_client_app
-    from fedcluster.federation.flower import FlowerFederation
+    from fedcluster.server.flower import FlowerFederation
     from fedcluster.messages import Request
     from fedcluster.privacy.kinds import DIMENSION
     from harness.inprocess import InProcessGrid

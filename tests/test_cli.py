@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import math
 import re
 import subprocess
@@ -175,6 +176,11 @@ def test_simulate_runs_every_method(tmp_path, capsys, algorithm):
     (["--clients", "5000"], "every one of the 5000 clients holds fewer than --min-cluster-size 2"),
     # Two rows per client: 2500 clusters can leave the clients, fewer than k.
     (["--clients", "2500", "--k", "2600"], "the 2500 clients can send at most 2500 clusters"),
+    # A k selection asks for its range's ks, the largest checked.
+    (["--clients", "2500", "--k-range", "2590:2600"], "the 2500 clients can send at most 2500 "
+     "clusters of --min-cluster-size 2 rows or more, fewer than --k-range 2590:2600's largest "
+     "k 2600"),
+    (["--k-range", "4999:5001"], "--k-range 4999:5001's largest k 5001 is more than the 5000"),
 ])
 def test_simulate_refuses_bad_input_before_flower_starts(tmp_path, capsys, monkeypatch, argv, says):
     monkeypatch.chdir(tmp_path)
@@ -183,6 +189,20 @@ def test_simulate_refuses_bad_input_before_flower_starts(tmp_path, capsys, monke
     assert main(["simulate", *argv, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"fedcluster: error: {says}") and err.count("\n") == 1
+
+
+def test_simulate_checks_a_k_selection_by_its_range_not_by_k(tmp_path, capsys, monkeypatch):
+    # Two rows per client: --k 2600 alone is refused, yet a range of small ks can run.
+    from fedcluster.simulation import SimulationError
+
+    def started(*args, **kwargs):
+        raise SimulationError("the simulation started")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("fedcluster.simulation.simulate", started)
+    assert main(["simulate", "--clients", "2500", "--k", "2600", "--k-range", "2:3",
+                 "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == "fedcluster: error: the simulation started\n"
 
 
 @pytest.mark.parametrize(("out", "says"), [
@@ -296,6 +316,9 @@ def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_p
     assert last.startswith("fedcluster: interrupted after round "), text[-3000:]
     assert f"the last checkpoint is {out / 'checkpoint.json'}" in last
     assert "Traceback" not in text
+    # The interrupted run has its page, of a round in progress (written atomically: whole).
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "In progress when written" in page and page.rstrip().endswith("</html>")
     # Nothing of the run is left running (zombies are dead, only not yet reaped by init): Ray's
     # processes were in the command's session. A Ray worker whose raylet is gone may still be
     # on its way out when the command has exited: it gets a few seconds, no more.
@@ -314,6 +337,8 @@ def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_p
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert read_model(out / "model.pb").rounds == 12
+    assert "Did not converge: stopped at the round limit, 12 rounds" in (
+        out / "report.html").read_text(encoding="utf-8")
 
 
 # -- the console: short errors, grouped help, the summary (issue 27) -------------------------
@@ -448,3 +473,28 @@ def test_one_feature_and_one_client_are_singular(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "blobs (300 points, 1 feature), split iid over 1 client\n" in out
     assert "history (last 1 of 1 round)" in out
+
+
+class _Stop(Exception):
+    """Raised by a stand-in simulation once it has seen the configuration it was given."""
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--clients", "10"], lambda cores: 300 + 10 / (2 * cores)),
+    (["--clients", "2000", "--participation", "0.1"], lambda cores: 300 + 2000 / (2 * cores)),
+    (["--clients", "2000", "--round-timeout", "42"], lambda cores: 42.0),
+])
+def test_a_simulated_round_waits_longer_for_a_larger_federation(tmp_path, monkeypatch, argv,
+                                                                 expected):
+    """10,000 simulated clients need minutes per round through a core's actor each; the user may set it."""
+    seen = []
+
+    def stand_in(config, *args, **kwargs):
+        seen.append(config.round_timeout)
+        raise _Stop
+
+    monkeypatch.setattr("fedcluster.simulation.simulate", stand_in)
+    with pytest.raises(_Stop):
+        main(["simulate", "--dataset", "blobs", "--blobs-samples", "20000", "--k", "3", *argv,
+              "--out", str(tmp_path / "out")])
+    assert seen == [pytest.approx(expected(os.cpu_count()))]

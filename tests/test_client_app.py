@@ -9,7 +9,7 @@ import pytest
 from helpers import LLOYD_CONFIG, ask_client_app
 
 from fedcluster.client.app import build_client_app
-from fedcluster.client.privacy import private_bounds
+from fedcluster.local.floor import private_bounds
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.messages import BOUNDS, EVALUATE, LOCAL_KMEANS

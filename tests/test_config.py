@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcluster.config import ConfigError, RunConfig
+from fedcluster.config import ConfigError, RunConfig, build_strategy
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,7 +104,7 @@ def test_a_strategy_built_in_python_has_the_command_lines_defaults(algorithm):
     assert algorithm in method.options.model_fields["algorithm"].annotation.__args__
     by_hand = method.strategy(algorithm=algorithm)
     config = RunConfig.from_mapping({"algorithm": algorithm})
-    assert by_hand.settings == config.settings() == method.strategy.from_config(config).settings
+    assert by_hand.settings == config.settings() == build_strategy(config).settings
     assert by_hand.algorithm == algorithm
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from fedcluster.data import DataError, load_cifar10, load_dataset, partition_indices
 from fedcluster.federation.base import RunFailed
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, ProtocolError, Request, validate_named_arrays
 from fedcluster.methods.deepfeca.strategy import DeepFeCA
 from fedcluster.methods.deepfeca.client import DEEP_TRAIN
@@ -76,7 +76,7 @@ def test_a_round_over_flower_messages_equals_the_round_in_memory(digits, tmp_pat
     from harness.inprocess import InProcessGrid
 
     from fedcluster.client.app import build_client_app
-    from fedcluster.federation.flower import FlowerFederation
+    from fedcluster.server.flower import FlowerFederation
 
     data, train, _ = digits
     parts = digit_parts(data, train[:600])

@@ -9,9 +9,9 @@ from helpers import ask_client, column, messages
 from fedcluster.client.respond import BAD_INPUT, respond
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, validate_reply
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.methods.feca.client import FECA
 from fedcluster.methods.feca.strategy import FeCA
 from fedcluster.metrics import centre_distance

@@ -8,13 +8,16 @@ import pytest
 from helpers import ask_client_app, messages, save_parts
 
 from fedcluster.client.app import build_client_app
-from fedcluster.client.privacy import PrivacyFloorError, check_reply, exposed
-from fedcluster.config import RunConfig
-from fedcluster.federation.flower import FlowerFederation
+from fedcluster.local.floor import PrivacyFloorError, check_reply, exposed
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import RunConfig, build_strategy
+from fedcluster.data import write_partitions
 from fedcluster.messages import LOCAL_KMEANS, ClientSummary
-from fedcluster.methods import build_strategy
+from fedcluster.methods import METHODS
+from fedcluster.server.flower import FlowerFederation
 from fedcluster.methods.dwf.client import LLOYD
 from fedcluster.protocol import read_reply
+from fedcluster.simulation import set_offline_env
 from harness.inprocess import InProcessGrid
 from harness.privacy_probe import leaks, recorded, recorder
 
@@ -99,3 +102,96 @@ def test_small_and_duplicate_clients_answer_through_flower_messages(tmp_path, s1
     assert result.n_points == 5000
     # What the two clients sent is under the floor (values of 2 identical rows are allowed).
     assert leaks(recorded(probe), np.concatenate(parts), P) == []
+
+
+@pytest.mark.slow
+def test_a_small_and_a_duplicate_client_count_in_a_ray_simulation(tmp_path, s1):
+    """Through a Ray simulation (the real ClientApp, Flower's node ids), dwf from the
+    local-kmeans start and fkm from its k-means++ start: the clients of 20 and 3 rows (fewer
+    than p x k = 30) and the one of twelve rows held twice answer every request, none is
+    rejected, their rows count in the model, and each sends clusters of its own (counts of
+    p or more) in the start and in the rounds."""
+    set_offline_env()
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    parts = small_and_duplicate_clients(s1)
+    write_partitions(np.concatenate(parts), np.split(np.arange(5000), np.cumsum(
+        [len(p) for p in parts])[:-1]), tmp_path / "parts")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    runs = {"dwf": ("query.local_kmeans", "train"), "fkm": ("query.garst_init", "train.garst")}
+    results = {}
+    server = ServerApp()
+
+    @server.main()
+    def main(grid, context):
+        for algorithm in runs:
+            config = RunConfig.from_mapping({"algorithm": algorithm, "k": K, "seed": 1,
+                                             "num-server-rounds": 3, "min-cluster-size": P,
+                                             "min-nodes": 5, "out-dir": str(tmp_path)})
+            results[algorithm] = build_strategy(config).fit(FlowerFederation(grid))
+
+    run_simulation(server_app=server,
+                   client_app=build_client_app({"partitions-dir": str(tmp_path / "parts")},
+                                               mods=[recorder(probe)]),
+                   num_supernodes=5,
+                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                   "init_args": {"log_to_driver": False}})
+
+    assert set(results) == set(runs)
+    for result in results.values():
+        assert all(r.clients_rejected == 0 and r.clients_answered == 5 for r in result.history)
+        assert result.n_points == 5000
+    replies = recorded(probe)
+    for kind in (kind for kinds in runs.values() for kind in kinds):
+        # Each small client, told apart by the rows it declares. The 3-row one answers, mostly
+        # with every cluster withheld (its rows seldom share one); the 20-row one has, of 15
+        # clusters, one of 2 rows at least, and every cluster of the duplicates is 2 rows or more.
+        for rows in (20, 3, 24):
+            counts = [r["result.counts"] for r in replies if str(r["message_type"]) == kind
+                      and int(r["metrics.num-examples"]) == rows]
+            assert counts, (kind, rows)
+            assert rows == 3 or all(c.size and c.max() >= P for c in counts), (kind, rows, counts)
+    assert leaks(replies, np.concatenate(parts), P) == []
+
+
+class RecordingFederation(InMemoryFederation):
+    """In-memory clients whose every answer is kept, with the node that sent it."""
+
+    def __init__(self, parts) -> None:
+        super().__init__(parts)
+        self.answers = []
+
+    def ask(self, request, node_ids, timeout):
+        answers = super().ask(request, node_ids, timeout)
+        self.answers.extend(answers)
+        return answers
+
+
+def test_on_integer_rows_every_client_answers_every_method_and_no_cluster_breaks_the_floor():
+    # Rows on a 4 x 4 grid: most clients hold duplicates (clusters of identical rows, lone
+    # values beside them). Clients of 2 to 11 rows, k = 5: most hold fewer than p x k.
+    rng = np.random.default_rng(0)
+    parts = [rng.integers(0, 4, (int(rng.integers(2, 12)), 2)).astype(float) for _ in range(12)]
+    for algorithm in (name for name in METHODS if not METHODS[name].extra):
+        federation = RecordingFederation(parts)
+        result = build_strategy(RunConfig.from_mapping(
+            {"algorithm": algorithm, "k": 5, "seed": 0, "num-server-rounds": 3,
+             "min-cluster-size": P})).fit(federation)
+        assert all(r.clients_rejected == 0 for r in result.history), algorithm
+        assert result.n_points == sum(map(len, parts)), algorithm
+        assert any(a.summary.counts is not None and a.summary.centroids is not None
+                   and (a.summary.counts > 0).any() for a in federation.answers), algorithm
+        for answer in federation.answers:
+            assert answer.error is None, (algorithm, answer.error)
+            summary = answer.summary
+            if summary.centroids is None or summary.counts is None:
+                continue
+            # Counted per client, independently of the client's own check: each sent cluster
+            # holds p rows or more, and its centroid is no value that 1 to p - 1 of them hold.
+            values, holders = np.unique(parts[answer.node], axis=0, return_counts=True)
+            rare = {tuple(v) for v in values[holders < P]}
+            sent = summary.counts > 0
+            assert np.all(summary.counts[sent] >= P), (algorithm, summary.counts)
+            assert not rare & {tuple(c) for c in summary.centroids[sent]}, algorithm

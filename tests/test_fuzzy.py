@@ -8,9 +8,9 @@ from helpers import ask_client
 
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import ConfigError, RunConfig
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, validate_reply
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.methods.ffcm.client import FUZZY
 from fedcluster.methods.ffcm.strategy import FederatedFuzzyCMeans
 from fedcluster.metrics import centre_distance

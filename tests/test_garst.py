@@ -9,9 +9,9 @@ from helpers import ask_client, grid_data, messages
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import partition_indices
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, ProtocolError, validate_reply
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.methods.fkm.client import GARST, GARST_INIT
 from fedcluster.methods.fkm.strategy import GarstFederatedKMeans
 from fedcluster.metrics import centre_distance

@@ -14,8 +14,8 @@ from helpers import iid_parts, messages, save_parts
 from fedcluster.client.app import build_client_app
 from fedcluster.client.respond import respond
 from fedcluster.data import DataError
-from fedcluster.federation.flower import FlowerFederation
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.server.flower import FlowerFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, ProtocolError
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.metrics import centre_distance

@@ -8,8 +8,8 @@ from helpers import messages, unreadable_data
 
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import build_strategy
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.methods.kfed.strategy import KFed
 from fedcluster.metrics import centre_distance

@@ -1,4 +1,6 @@
-"""The layers hold: only the Flower adapters import Flower, and no layer imports one above it."""
+"""The layers hold: every folder stands in one layer, none imports a layer above it, no two
+folders import each other, only the Flower adapters import Flower, and the light processes
+(a client's, the kernels', ``fedcluster inspect``) load only what they use."""
 
 from __future__ import annotations
 
@@ -14,17 +16,139 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fedcluster"
 #: run report.
 FLOWER_FREE = ("fedcluster.numerics", "fedcluster.metrics", "fedcluster.methods",
                "fedcluster.strategies", "fedcluster.messages", "fedcluster.results",
-               "fedcluster.federation.base", "fedcluster.federation.memory",
+               "fedcluster.federation.base", "fedcluster.client.memory", "fedcluster.local",
                "fedcluster.client.respond", "fedcluster.estimator", "fedcluster.config",
                "fedcluster.report")
 
-#: Folder -> folders of the package it may not import (the layers below it never import it).
-BELOW = {
-    "numerics": ("strategies", "methods", "federation", "client", "server", "bench", "metrics"),
-    "metrics": ("strategies", "methods", "federation", "client", "server", "bench"),
-    "data": ("strategies", "methods", "federation", "client", "server", "bench"),
-    "strategies": ("federation.flower", "federation.memory", "client", "server", "bench"),
-}
+#: The package's layers from the ground up. Each folder or top-level module stands in one and
+#: imports only from its own layer or those below; a new folder or module must be placed here.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("the ground floor", ("_version", "logs", "numerics", "data", "metrics", "results", "proto")),
+    ("the contract both sides share", ("messages", "privacy", "options", "federation")),
+    ("each side's shared steps", ("local", "strategies")),
+    ("the methods", ("methods",)),
+    ("composition", ("config", "preprocessing", "selection")),
+    ("the Flower adapters and the processes", ("protocol", "client", "server", "simulation")),
+    ("the faces", ("estimator", "cli", "submit", "bench", "report", "__init__")),
+)
+LAYER_OF = {unit: level for level, (_, units) in enumerate(LAYERS) for unit in units}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _imports(path: Path, source: str | None = None) -> set[str]:
+    """The package's modules that ``path`` (or ``source`` standing there) imports, wherever the
+    import stands.
+
+    :func:`ast.walk` visits every node, so an import inside a function or an
+    ``if TYPE_CHECKING:`` block counts as much as one at the top.
+    ``from package import name`` is an import of ``package.name`` where that
+    is a module, else of ``package``.
+    """
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.update(f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target
+                         for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.split(".")[0] == "fedcluster"}
+
+
+def _unit(module: str) -> str:
+    """The folder or top-level module of the package that ``module`` belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _unit_imports() -> dict[str, dict[str, list[str]]]:
+    """Unit -> each other unit it imports -> the imports that say so."""
+    edges: dict[str, dict[str, list[str]]] = {}
+    for module, path in MODULES.items():
+        for target in _imports(path):
+            if _unit(target) != _unit(module):
+                edges.setdefault(_unit(module), {}).setdefault(_unit(target), []).append(
+                    f"{module} imports {target}")
+    return edges
+
+
+def test_the_import_reader_counts_function_local_and_type_checking_imports():
+    source = ("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+              "    from ..config import RunConfig\n\n\ndef f():\n"
+              "    import fedcluster.estimator\n"
+              "    from . import lloyd, assign\n")
+    assert _imports(PACKAGE / "numerics" / "probe.py", source) == {
+        "fedcluster.config", "fedcluster.estimator", "fedcluster.numerics.lloyd",
+        "fedcluster.numerics"}
+
+
+def test_every_folder_and_module_of_the_package_has_a_layer():
+    units = {_unit(module) for module in MODULES}
+    assert units == set(LAYER_OF), (sorted(units - set(LAYER_OF)), sorted(set(LAYER_OF) - units))
+
+
+def test_no_layer_imports_one_above_it():
+    wrong = [f"{how} ({LAYERS[LAYER_OF[unit]][0]} -> {LAYERS[LAYER_OF[target]][0]})"
+             for unit, targets in _unit_imports().items() for target, hows in targets.items()
+             if LAYER_OF[target] > LAYER_OF[unit] for how in hows]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_two_folders_import_each_other_at_any_depth():
+    """The folders' import graph has no circle (Tarjan's strongly connected components)."""
+    edges = _unit_imports()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(unit: str) -> None:
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        for target in edges.get(unit, {}):
+            if target not in index:
+                visit(target)
+                low[unit] = min(low[unit], low[target])
+            elif target in stack:
+                low[unit] = min(low[unit], index[target])
+        if low[unit] == index[unit]:
+            component = [stack.pop()]
+            while component[-1] != unit:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append([how for a in component for b in component
+                                for how in edges.get(a, {}).get(b, [])])
+
+    for unit in sorted(LAYER_OF):
+        if unit not in index:
+            visit(unit)
+    assert not circles, circles
+
+
+def test_only_the_adapters_import_flower_at_import_time():
+    """A module-level ``flwr`` import belongs to the adapters; a face imports Flower where it runs it."""
+    wrong = []
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name.split(".")[0] == "flwr" for name in names) and (
+                    LAYER_OF[_unit(module)] != LAYER_OF["client"]):
+                wrong.append(module)
+    assert not wrong, wrong
 
 
 def test_flower_free_modules_load_no_flwr_module():
@@ -36,42 +160,13 @@ def test_flower_free_modules_load_no_flwr_module():
     assert done.returncode == 0, done.stderr
 
 
-def _imports(path: Path) -> set[str]:
-    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-    return found
-
-
-def test_no_layer_imports_one_above_it():
-    wrong = []
-    for folder, above in BELOW.items():
-        for path in (PACKAGE / folder).rglob("*.py"):
-            for target in _imports(path):
-                if any(target == f"fedcluster.{a}" or target.startswith(f"fedcluster.{a}.")
-                       for a in above):
-                    wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {target}")
-    assert not wrong, "\n".join(wrong)
-
-
 def test_fedcluster_and_every_other_method_load_no_torch():
     """PyTorch is DeepFeCA's optional extra: the package, its apps and the other methods run without it."""
     script = (
         "import sys\n"
         "import fedcluster, fedcluster.cli, fedcluster.client.app, fedcluster.server.app\n"
         "from fedcluster.methods import METHODS\n"
-        "from fedcluster.federation.memory import InMemoryFederation\n"
+        "from fedcluster.client.memory import InMemoryFederation\n"
         "import numpy as np\n"
         "X = np.random.default_rng(0).normal(size=(200, 2))\n"
         "for name, method in METHODS.items():\n"
@@ -121,13 +216,43 @@ def test_the_package_names_its_public_api_lazily():
 
 def test_the_client_app_loads_no_server_side():
     """A client process (Flower starts one per message in a deployment) imports the steps only:
-    no strategy, no round loop, no SciPy optimiser, no torch."""
+    no strategy, no round loop, no composition or face, no SciPy optimiser, no torch. Of the
+    methods it loads what declares their request kinds and computes their steps."""
     loaded = modules_loaded_by("fedcluster.client.app")
-    server_side = [m for m in loaded if m.startswith(("fedcluster.strategies", "fedcluster.server",
-                                                      "fedcluster.privacy.server"))
-                   or (m.startswith("fedcluster.methods.") and m.endswith(".strategy"))]
+    server_side = [m for m in loaded if m.startswith((
+        "fedcluster.strategies", "fedcluster.server", "fedcluster.config", "fedcluster.estimator",
+        "fedcluster.selection", "fedcluster.preprocessing", "fedcluster.simulation"))]
     assert not server_side, server_side
+    methods = [m for m in loaded if m.startswith("fedcluster.methods.") and m.count(".") == 3]
+    assert methods and all(m.rpartition(".")[2] in ("client", "options", "kernels")
+                           for m in methods), methods
     assert "scipy.optimize" not in loaded and "torch" not in loaded
+
+
+def test_inspecting_a_model_file_loads_no_server_side_and_no_flower(tmp_path):
+    """``fedcluster inspect`` reads a file and prints it: no Flower, no strategy, no torch, SciPy or numba."""
+    import numpy as np
+
+    from fedcluster.results import RunResult
+    from fedcluster.server.artifacts import write_run
+
+    write_run(RunResult(algorithm="dwf", settings={"algorithm": "dwf", "k": 2},
+                        centroids=np.zeros((2, 2)), counts=np.ones(2), score=0.5, n_points=2,
+                        rounds=1, converged=True, best_restart=0, history=[]), tmp_path)
+    script = ("import contextlib, io, sys\nfrom fedcluster.cli import main\n"
+              "with contextlib.redirect_stdout(io.StringIO()):\n"
+              f"    assert main(['inspect', {str(tmp_path / 'model.pb')!r}]) == 0\n"
+              "print('\\n'.join(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.split()
+    heavy = [m for m in loaded if m.split(".")[0] in ("flwr", "ray", "torch", "scipy", "numba")
+             or m.startswith(("fedcluster.strategies", "fedcluster.estimator",
+                              "fedcluster.simulation", "fedcluster.server.app",
+                              "fedcluster.server.flower"))
+             or (m.startswith("fedcluster.methods.") and m.endswith(".strategy"))]
+    assert not heavy, heavy[:10]
 
 
 def test_each_method_declares_the_options_its_strategy_takes():

@@ -9,9 +9,9 @@ from helpers import column, messages
 from fedcluster.client.respond import respond
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import LOCAL_KMEANS, ClientSummary
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.methods.mavg.strategy import MatchAveraging
 from fedcluster.metrics import centre_distance
 

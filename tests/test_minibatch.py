@@ -10,9 +10,9 @@ from helpers import ask_client, messages
 
 from fedcluster.client.respond import BAD_INPUT
 from fedcluster.config import RunConfig
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, validate_reply
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.methods.fedkmeans.client import MINIBATCH
 from fedcluster.methods.fedkmeans.strategy import FederatedMiniBatchKMeans
 

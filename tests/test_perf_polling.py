@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedcluster.federation import flower
-from fedcluster.federation.flower import PromptGrid
+from fedcluster.server import flower
+from fedcluster.server.flower import PromptGrid
 
 
 class VirtualClock:

@@ -33,17 +33,17 @@ from fedcluster.client.respond import respond
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.data import load_dataset, partition_indices
 from fedcluster.federation.base import RunFailed
-from fedcluster.federation.flower import FlowerFederation
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.server.flower import FlowerFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ProtocolError, Request
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.privacy import secagg
 from fedcluster.privacy.checks import TotalCheck
 from fedcluster.privacy.accountant import calibrate, epsilon_spent
 from fedcluster.methods.ffcm.client import FUZZY_SUMS
 from fedcluster.privacy.kinds import SUMS
 from fedcluster.privacy.mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
-from fedcluster.privacy.server import secure_sum
+from fedcluster.strategies.private import secure_sum
 from fedcluster.server.artifacts import read_model, write_run
 from harness.inprocess import InProcessGrid
 
@@ -540,7 +540,7 @@ def test_dp_with_no_noise_is_the_plain_step_of_dwf_fedkmeans_and_ffcm_avg1(tmp_p
     supports are rounded too: rtol 1e-7 for ffcm-avg1, as over Flower messages). The
     server's noise is left out, not the request's multiplier: the clients would refuse a
     request of multiplier 0."""
-    monkeypatch.setattr("fedcluster.privacy.server.add_noise", lambda sums, counts, *_: (sums, counts))
+    monkeypatch.setattr("fedcluster.strategies.private.add_noise", lambda sums, counts, *_: (sums, counts))
     X, parts = s1_parts()
     for algorithm, extra, seed, rtol in (("dwf", {"lr": 0.7, "momentum": 0.2}, 1, 1e-9),
                                          ("fedkmeans", {"client-lr": 0.5, "reseed-fraction": 0.0},

@@ -17,17 +17,17 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from fedcluster.client.respond import STEPS, respond
-from fedcluster.config import ConfigError, RunConfig
+from fedcluster.config import ConfigError, RunConfig, build_strategy
 from fedcluster.data import load_dataset, partition_indices
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ClientSummary, ProtocolError, Request
-from fedcluster.methods import build_strategy
 from fedcluster.privacy import bounds
 from fedcluster.privacy.accountant import calibrate, combined, epsilon_spent, split
 from fedcluster.privacy.kinds import (CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY, SETUP_NOISE_KEY,
                                       STEP_NOISE_KEY)
 from fedcluster.privacy.mechanism import parse_bounds
-from fedcluster.server.artifacts import format_result, read_model, write_run
+from fedcluster.server.artifacts import read_model, write_run
+from fedcluster.server.presentation import format_result
 
 
 def s1_parts(clients: int = 4):
@@ -136,7 +136,7 @@ def test_the_setup_noise_is_fresh_for_one_seed_and_of_the_calibrated_spread(monk
     """The seed in the model file fixes the start and the sampling, not the noise: two runs of
     one seed add different noise to the same histogram (the bounds step) and the same cell
     counts (the private start), each of its step's spread."""
-    import fedcluster.privacy.server as server
+    import fedcluster.strategies.private as server
 
     drawn = []
     real = server.discrete_gaussian
@@ -207,7 +207,7 @@ def test_a_client_sends_its_histogram_only_masked_under_dp_with_its_own_noise_sh
         respond(X, Request(HISTOGRAM, config), {})
     with pytest.raises(ProtocolError, match="only under DP, inside secure"):
         respond(X, Request(HISTOGRAM, {"dp": "off"}), {})
-    from fedcluster.privacy.client import Masking
+    from fedcluster.local.private import Masking
 
     masking = Masking(threshold=3, fraction_bits=24)
     with pytest.raises(ProtocolError, match="below this client's own share"):

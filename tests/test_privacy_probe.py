@@ -21,9 +21,10 @@ from helpers import save_parts
 from fedcluster.client.app import build_client_app
 from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, write_partitions
-from fedcluster.federation.flower import FlowerFederation
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import METHODS, build_strategy
+from fedcluster.server.flower import FlowerFederation
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS
 from fedcluster.simulation import set_offline_env
 from fedcluster.strategies import RunFailed
 from harness.inprocess import InProcessGrid
@@ -220,7 +221,8 @@ def test_no_deepfeca_message_holds_a_row_or_the_features_of_a_row(tmp_path):
 
 def test_the_probe_finds_the_leaks_of_clients_without_the_floor(tmp_path, monkeypatch):
     """Without the floor (its functions replaced by pass-throughs) rows leave, as before."""
-    from fedcluster.client import respond, steps
+    from fedcluster.client import respond
+    from fedcluster.local import steps
     from fedcluster.methods.dwf import client as dwf_client
 
     monkeypatch.setattr(respond, "check_reply", lambda *args: None)

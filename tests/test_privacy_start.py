@@ -11,10 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcluster.config import RunConfig
+from fedcluster.config import RunConfig, build_strategy
 from fedcluster.data import load_dataset, partition_indices
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.numerics import random_in_box, spread_in_box
 
 

@@ -23,7 +23,8 @@ from helpers import naive_stats
 
 from fedcluster.config import INIT_METHODS, RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
-from fedcluster.methods import METHODS, build_strategy
+from fedcluster.config import build_strategy
+from fedcluster.methods import METHODS
 from fedcluster.simulation import set_offline_env, simulate
 
 TESTS = Path(__file__).resolve().parent
@@ -122,7 +123,7 @@ def test_start_runs_from_the_initial_arrays_through_a_ray_simulation(tmp_path, s
     from flwr.simulation import run_simulation
 
     from fedcluster.client.app import build_client_app
-    from fedcluster.federation.flower import FlowerStrategy
+    from fedcluster.server.flower import FlowerStrategy
 
     X, start = s1_and_start
     write_partitions(X, partition_indices(len(X), 3, "iid", seed=0), tmp_path / "parts")

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from fedcluster.cli import _write_report, main
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.methods import METHODS
-from fedcluster.report import REPORT_FILE, Reference, verdict, write_report
+from fedcluster.report import REPORT_FILE, Reference, RoundReports, verdict, write_report
 from fedcluster.server.artifacts import write_run
 
 pytest.importorskip("matplotlib", reason="the report's charts need matplotlib (the test extra)")
@@ -205,3 +205,176 @@ def _framed_lines(dark: np.ndarray, length: int) -> int:
     lined = np.array([np.convolve(row, window, "valid").max() >= length
                       for row in dark.astype(int)])
     return int(np.count_nonzero(lined[1:] & ~lined[:-1]) + lined[0])
+
+
+# -- pages while the run goes on (RoundReports, the strategy's checkpoint hook) --------------------
+def _fit_with_pages(tmp_path: Path, reports_of, **settings) -> tuple[list[str | None], Path]:
+    """Fit DWF on three blobs with a RoundReports hook; the page after each progress (None: none)."""
+    rng = np.random.default_rng(0)
+    X = np.concatenate([c + rng.normal(size=(100, 2)) for c in CENTRES])
+    strategy = METHODS["dwf"].strategy(algorithm="dwf", k=3, tol=0.0, **settings)
+    out = tmp_path / "running"
+    reports = reports_of(out, strategy.settings)
+    pages: list[str | None] = []
+
+    def hook(progress):
+        reports(progress)
+        page = out / REPORT_FILE
+        pages.append(page.read_text(encoding="utf-8") if page.exists() else None)
+        page.unlink(missing_ok=True)
+
+    strategy.fit(InMemoryFederation([X[0::2], X[1::2]]), checkpoint=hook)
+    return pages, out
+
+
+def test_a_run_in_progress_has_a_page_after_each_round_while_pages_are_cheap(tmp_path):
+    pages, _ = _fit_with_pages(tmp_path, lambda out, s: RoundReports(out, s, share=1e9),
+                               num_server_rounds=3)
+    # The initialisation, three rounds, the scored restart.
+    assert len(pages) == 5 and None not in pages
+    after_round_2 = pages[2]
+    assert "In progress when written" in after_round_2
+    assert "round 2 of at most 3 done" in after_round_2
+    assert "This page is replaced as the run goes on" in after_round_2
+    page = Page(after_round_2)
+    assert list(page.headings) == list(SECTIONS)
+    # Score, movement, clients and centroids; the sizes are counted when the restart is scored.
+    assert page.svgs == 4 and "Measured when the restart is scored" in after_round_2
+    assert "restart 0" in after_round_2
+    # Between restarts the page shows the best scored restart, its sizes measured.
+    assert "1 of 1 restart scored" in pages[-1] and Page(pages[-1]).svgs == 5
+
+
+def test_pages_take_at_most_their_share_of_the_run_time(tmp_path):
+    """A clock that each reading moves on by 1 s: a page costs 1 s, a round 1 s."""
+    ticks = iter(range(1000))
+    pages, _ = _fit_with_pages(tmp_path, lambda out, s: RoundReports(
+        out, s, share=0.1, clock=lambda: float(next(ticks))), num_server_rounds=20)
+    written = [i for i, page in enumerate(pages) if page is not None]
+    # The first page (the initialisation) always, the clock started at 0 and read at 1; the
+    # next once 1 s of pages is within 10 % of the time since (it reads 10), then 2 s of 20 s.
+    assert len(pages) == 22 and written == [0, 8, 17], written
+
+
+def test_fedcluster_report_has_no_options_it_would_ignore(capsys):
+    for option in ("--clients", "--split"):
+        with pytest.raises(SystemExit) as info:
+            main(["report", "results", option, "3"])
+        assert info.value.code == 2
+        assert f"unrecognized arguments: {option} 3" in capsys.readouterr().err
+
+
+def test_simulate_refuses_to_replace_a_finished_run_unless_told(tmp_path, capsys, monkeypatch):
+    _, out = _run(tmp_path, "finished", num_server_rounds=2)
+    before = (out / "model.pb").read_bytes()
+    capsys.readouterr()
+    assert main(["simulate", "--out", str(out), "--clients", "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"fedcluster: error: --out {out} holds a finished run ({out / 'model.pb'}); give another "
+        "--out, or --overwrite to replace it\n")
+    assert (out / "model.pb").read_bytes() == before
+    # --overwrite goes on to the simulation (stopped here: what follows is the simulation's).
+    from fedcluster import simulation
+
+    def stop(*args, **kwargs):
+        raise simulation.SimulationError("the simulation would start here")
+
+    monkeypatch.setattr(simulation, "simulate", stop)
+    assert main(["simulate", "--out", str(out), "--clients", "2", "--overwrite"]) == 1
+    assert capsys.readouterr().err.endswith("error: the simulation would start here\n")
+
+
+def test_a_second_run_without_out_keeps_the_first_and_writes_beside_it(tmp_path, capsys,
+                                                                       monkeypatch):
+    """The README's commands typed one after another (no --out) lose no run and are not refused."""
+    from fedcluster import simulation
+
+    monkeypatch.chdir(tmp_path)
+    for taken in ("results", "results-2"):
+        (tmp_path / taken).mkdir()
+    (tmp_path / "results" / "model.pb").write_bytes(b"an earlier run")
+    seen = []
+
+    def stop(config, *args, **kwargs):
+        seen.append(config.out_dir)
+        raise simulation.SimulationError("the simulation would start here")
+
+    monkeypatch.setattr(simulation, "simulate", stop)
+    assert main(["simulate", "--clients", "2"]) == 1
+    assert seen == ["results-3"]
+    assert "results holds an earlier run; this one writes to results-3" in capsys.readouterr().out
+    assert main(["simulate", "--clients", "2", "--overwrite"]) == 1
+    assert seen[-1] == "results"
+    assert (tmp_path / "results" / "model.pb").read_bytes() == b"an earlier run"
+
+
+def test_each_rejection_is_on_the_page_with_its_reason_and_in_the_model(tmp_path):
+    """A client whose counts are not whole numbers is rejected every round, by name and reason."""
+    from fedcluster.client.respond import respond
+    from fedcluster.server.artifacts import read_model
+
+    def fractional(X, request, node_config):
+        summary = respond(X, request, node_config)
+        if summary.counts is None:
+            return summary
+        return dataclasses.replace(summary, counts=summary.counts + 0.5)
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([c + rng.normal(size=(100, 2)) for c in CENTRES])
+    strategy = METHODS["dwf"].strategy(algorithm="dwf", k=3, num_server_rounds=2, tol=0.0)
+    result = strategy.fit(InMemoryFederation([X[0::3], X[1::3], X[2::3]],
+                                             responders={2: fractional}))
+    out = tmp_path / "rejected"
+    write_run(result, out)
+    text = write_report(result, out).read_text(encoding="utf-8")
+    trained = [r for r in read_model(out / "model.pb").history if r.phase == "train"]
+    assert [r.rejections for r in trained] == [
+        ("node 2: malformed reply: 'counts' are not whole numbers",)] * 2
+    clients = text.split("<h2>Clients per round</h2>")[1].split("<h2>")[0]
+    why = "<td>node 2: malformed reply: &#x27;counts&#x27; are not whole numbers</td>"
+    for phase, round_ in (("init", 0), ("train", 1), ("train", 2)):
+        assert f"<tr><td>0</td><td>{phase}</td><td>{round_}</td>{why}</tr>" in clients
+
+
+# -- the charts shared with `fedcluster bench` -------------------------------------------------------
+@pytest.mark.parametrize(("entries", "columns"), [(3, 1), (16, 1), (25, 2)])
+def test_a_legend_stands_beside_the_curves_in_columns_for_a_large_grid(entries, columns):
+    from fedcluster.charts import line_chart
+
+    rounds = np.arange(1, 31)
+    series = {f"method {i} setting {i}": (rounds, 100.0 / rounds + i) for i in range(entries)}
+    fig = line_chart(series, "score", log_y=True)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    texts = ax.get_legend().get_texts()
+    assert len(texts) == entries
+    assert len({round(t.get_window_extent().x0) for t in texts}) == columns
+    # Wholly right of the axes: no curve under it.
+    assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
+
+
+def test_fedcluster_report_of_an_interrupted_run_is_the_page_of_its_checkpoint(tmp_path, capsys):
+    from fedcluster.server.checkpoint import CheckpointWriter
+
+    class Interrupted(Exception):
+        pass
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([c + rng.normal(size=(100, 2)) for c in CENTRES])
+    strategy = METHODS["dwf"].strategy(algorithm="dwf", k=3, num_server_rounds=6, tol=0.0)
+    out = tmp_path / "cut"
+    checkpoint = CheckpointWriter(out, strategy.settings, {})
+
+    def stop_after_round_2(progress):
+        checkpoint(progress)
+        if progress.round == 2:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        strategy.fit(InMemoryFederation([X[0::2], X[1::2]]), checkpoint=stop_after_round_2)
+    capsys.readouterr()  # the run's log
+    assert main(["report", str(out)]) == 0
+    assert capsys.readouterr().out == f"report: {out / REPORT_FILE}\n"
+    page = (out / REPORT_FILE).read_text(encoding="utf-8")
+    assert "In progress when written" in page and "round 2 of at most 6 done" in page
+    assert Page(page).svgs == 4  # no cluster sizes before the restart is scored

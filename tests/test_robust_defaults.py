@@ -23,8 +23,8 @@ from helpers import altered_replies, iid_parts, messages
 
 from fedcluster.config import RunConfig
 from fedcluster.data import partition_indices
-from fedcluster.federation.memory import InMemoryFederation
-from fedcluster.methods import build_strategy
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.config import build_strategy
 from fedcluster.numerics.outliers import ROW_CAP_MULTIPLE, declared_row_factors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -138,7 +138,7 @@ def test_one_liar_in_a_ray_simulation_cannot_falsify_the_score(tmp_path, flwr_lo
 
     from fedcluster.client.app import build_client_app
     from fedcluster.data import load_dataset, write_partitions
-    from fedcluster.federation.flower import FlowerFederation
+    from fedcluster.server.flower import FlowerFederation
     from fedcluster.simulation import set_offline_env
 
     set_offline_env()

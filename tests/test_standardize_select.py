@@ -17,10 +17,10 @@ from fedcluster import FederatedKMeans, select_k
 from fedcluster.client.app import build_client_app
 from fedcluster.config import ConfigError, RunConfig
 from fedcluster.federation.base import RunFailed
-from fedcluster.federation.flower import FlowerFederation
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.server.flower import FlowerFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import MOMENTS, SILHOUETTE, ClientSummary, Request, validate_reply
-from fedcluster.methods import build_strategy
+from fedcluster.config import build_strategy
 from fedcluster.numerics.moments import combine_moments, farthest_from_chord, local_moments
 from fedcluster.preprocessing import federated_standardization, fit_method
 from fedcluster.selection import choose, KRow, parse_k_range, select_over
@@ -84,7 +84,7 @@ def test_a_client_below_the_floor_answers_the_moments_request_with_an_error():
 
 
 def test_the_privacy_check_refuses_moments_of_fewer_rows_than_the_client_holds():
-    from fedcluster.client.privacy import PrivacyFloorError, check_reply
+    from fedcluster.local.floor import PrivacyFloorError, check_reply
 
     X, _ = blobs()
     moments = local_moments(X[:1])  # the first row itself, declared as 10 rows

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import messages
 
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.strategies import ClusteringStrategy, RunFailed
 from harness.inprocess import flower_like_node_ids

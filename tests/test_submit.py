@@ -235,6 +235,11 @@ def test_a_completed_run_exits_0_with_its_model(federation):
     assert model.n_points == 5000 and len(model.centroids) == 15
     assert all(r.clients_answered == 4 for r in model.history)
     assert "round 1/3" in done.stdout  # the streamed log
+    # The ServerApp's own report, its verdict final (no "In progress" page of a round left).
+    from fedcluster.report import verdict
+
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert f'<p class="verdict">{verdict(model)}</p>' in page, page[:3000]
     # The settings that differ from the defaults, once (the ServerApp's log names them), in
     # plain text: the output is a pipe.
     assert done.stdout.count("num-server-rounds = 3") == 1 and "tol = " not in done.stdout

@@ -9,7 +9,7 @@ import pytest
 from helpers import altered_replies, iid_parts, messages, unreadable_data
 
 from fedcluster.client.respond import CLIENT_FAILURE
-from fedcluster.federation.memory import InMemoryFederation
+from fedcluster.client.memory import InMemoryFederation
 from fedcluster.methods.dwf.client import LLOYD
 from fedcluster.methods.dwf.strategy import WeightedFederatedKMeans
 from fedcluster.strategies import RunFailed
@@ -285,7 +285,7 @@ def test_a_minority_of_answers_fails_the_round(tmp_path, s1, s1_start, answering
 def test_explicit_start_replaces_init_and_gives_flowers_result(tmp_path, s1, s1_start):
     # What FlowerStrategy.start(grid, initial_arrays, num_rounds) does to the strategy
     # (explicit_start, num_server_rounds), then its Result (to_result).
-    from fedcluster.federation.flower import to_result
+    from fedcluster.server.flower import to_result
 
     _, start = s1_start
     strategy = WeightedFederatedKMeans(15, init="random", tol=0.0)

@@ -27,7 +27,7 @@ def main(grid: Grid, context: Context) -> None:
     rounds = int(context.run_config["rounds"])
     wanted = int(context.run_config["nodes"])
     if context.run_config["prompt"]:
-        from fedcluster.federation.flower import PromptGrid
+        from fedcluster.server.flower import PromptGrid
 
         grid = PromptGrid(grid)
     while len(nodes := sorted(grid.get_node_ids())) < wanted:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..charts import ChartsUnavailable, figure_class, line_chart, save_png
 from .spec import Grid
 
 QUANTILES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -156,15 +157,14 @@ def render(grid: Grid, rows: list[dict[str, Any]]) -> str:
 def plot(grid: Grid, rows: list[dict[str, Any]], out_dir: Path, data_of) -> list[Path]:
     """Recovered centres over the data (2-D sets) and the score per round; PNG files.
 
-    ``data_of(dataset)`` returns the :class:`~fedcluster.data.Dataset`. Needs
-    matplotlib (the ``bench`` extra); without it, no plot is made.
+    ``data_of(dataset)`` returns the :class:`~fedcluster.data.Dataset`. The
+    round charts are the run report's (:mod:`fedcluster.charts`: the legend
+    beside the axes, in columns for a large grid). Needs matplotlib (the
+    ``bench`` extra); without it, no plot is made.
     """
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+        Figure = figure_class()
+    except ChartsUnavailable:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -176,8 +176,9 @@ def plot(grid: Grid, rows: list[dict[str, Any]], out_dir: Path, data_of) -> list
         cells = [(key, row) for key, row in first_seed.items() if key[:2] == (dataset, split)]
         cells.sort(key=lambda item: _method_order(grid)(item[0][2:]))
         if data.X.shape[1] == 2:
-            fig, axes = plt.subplots(1, len(cells), figsize=(3.2 * len(cells), 3.2), squeeze=False)
-            for ax, ((_, _, method, setting), row) in zip(axes[0], cells):
+            fig = Figure(figsize=(3.2 * len(cells), 3.2))
+            for ax, ((_, _, method, setting), row) in zip(fig.subplots(1, len(cells),
+                                                                       squeeze=False)[0], cells):
                 ax.scatter(data.X[:, 0], data.X[:, 1], s=1, c="0.75")
                 if data.true_centers is not None:
                     ax.scatter(*data.true_centers.T, marker="x", c="k", s=30)
@@ -187,29 +188,14 @@ def plot(grid: Grid, rows: list[dict[str, Any]], out_dir: Path, data_of) -> list
                 ax.set_xticks([])
                 ax.set_yticks([])
             fig.suptitle(f"{dataset} {split}: true centres (x), recovered (o), first seed", fontsize=9)
-            written.append(_save(fig, out_dir / f"centres-{_slug(dataset)}-{_slug(split)}.png", plt))
-        fig, ax = plt.subplots(figsize=(5, 3.2))
-        for (_, _, method, setting), row in cells:
-            if len(row.get("history", [])) > 1:
-                ax.plot(range(1, len(row["history"]) + 1), row["history"],
-                        label=f"{method} {setting}".strip())
-        if ax.lines:
-            ax.set_xlabel("round")
-            ax.set_ylabel("score of the round's start")
-            ax.set_yscale("log")
-            ax.legend(fontsize=6)
-            ax.set_title(f"{dataset} {split}, first seed", fontsize=9)
-            written.append(_save(fig, out_dir / f"rounds-{_slug(dataset)}-{_slug(split)}.png", plt))
-        else:
-            plt.close(fig)
+            written.append(save_png(fig, out_dir / f"centres-{_slug(dataset)}-{_slug(split)}.png"))
+        series = {f"{method} {setting}".strip(): (range(1, len(row["history"]) + 1), row["history"])
+                  for (_, _, method, setting), row in cells if len(row.get("history", [])) > 1}
+        if series:
+            fig = line_chart(series, "score of the round's start", log_y=True)
+            fig.axes[0].set_title(f"{dataset} {split}, first seed", fontsize=9)
+            written.append(save_png(fig, out_dir / f"rounds-{_slug(dataset)}-{_slug(split)}.png"))
     return written
-
-
-def _save(fig, path: Path, plt) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def _slug(text: str) -> str:

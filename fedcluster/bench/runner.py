@@ -1,7 +1,7 @@
 """Running a benchmark grid: every run in-process, both cores, resumable.
 
 Each run partitions its dataset and runs the method's strategy over an
-:class:`~fedcluster.federation.memory.InMemoryFederation`: the clients answer
+:class:`~fedcluster.client.memory.InMemoryFederation`: the clients answer
 with the same code as in a Flower simulation or a deployment (which gives the
 same result with full participation), without messages or Ray's start-up.
 The quality metrics are computed federatedly (each client's sufficient
@@ -122,7 +122,7 @@ def execute(run: RunSpec, parts: tuple[np.ndarray, ...] | None = None) -> dict[s
     rows and true centres (its ``centroids`` are the standardised ones too).
     """
     # Imported here: rendering a report from finished runs needs no client code.
-    from ..federation.memory import InMemoryFederation
+    from ..client.memory import InMemoryFederation
     from ..metrics import combine, local_statistics
     from ..preprocessing import fit_method, in_clustered_units
 

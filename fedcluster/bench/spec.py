@@ -82,12 +82,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import RunConfig
+from ..config import DATA_OPTIONS, RunConfig
 from ..data.partition import parse_split
 from .datasets import load_spec
 
-#: Run-config keys a grid may not set: the harness owns where data and results are.
-RESERVED = ("out-dir", "dataset", "split", "partitions-dir", "seed")
+#: Run-config keys a method's settings or sweep may not set: the grid sets the data, split
+#: and seeds, the harness where results go, and a grid resumes by running again (it skips
+#: the runs it finished), not from one run's checkpoint. Every other key applies to each run
+#: (``standardize`` through :func:`~fedcluster.preprocessing.fit_method`).
+RESERVED = (*DATA_OPTIONS, "seed")
 
 
 @dataclass(frozen=True)
@@ -213,9 +216,11 @@ def _method_runs(path: Path, spec: dict, method: dict, seeds: list[int], splits:
     settings = {"algorithm": method["algorithm"], **method.get("settings", {})}
     if "k" in spec:
         settings.setdefault("k", spec["k"])
-    if reserved := set(settings) & set(RESERVED):
-        raise ValueError(f"grid {path}: method {label!r} sets {sorted(reserved)}; the grid sets them")
     sweep = method.get("sweep", {})
+    if reserved := (set(settings) | set(sweep)) & set(RESERVED):
+        raise ValueError(f"grid {path}: method {label!r} sets {sorted(reserved)}, which a run of "
+                         f"a grid cannot take (the grid sets the data, split and seeds; a grid "
+                         f"resumes by running again)")
     dataset_k = "k" not in settings and "k" not in sweep  # k from each run's dataset
     keys = sorted(sweep)
     clients = method.get("clients", spec.get("clients", 10))

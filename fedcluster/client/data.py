@@ -22,7 +22,7 @@ or size) is read again and replaces its entry.
 :func:`forget` drops the cached arrays of given sources (:func:`cached_sources`
 lists them). Clients that are arrays in the server's process (the library,
 the benchmark runner) need none of this: see
-:class:`fedcluster.federation.memory.InMemoryFederation`.
+:class:`fedcluster.client.memory.InMemoryFederation`.
 """
 
 from __future__ import annotations

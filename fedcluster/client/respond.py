@@ -4,9 +4,9 @@
 rows: it finds the step of the request's kind (:data:`STEPS`: the steps every
 method may use, then each method's own, from its spec), checks the global
 centroids the request carries, runs the step under the privacy floor and
-checks the reply against that floor (:mod:`.privacy`) before it leaves. The
+checks the reply against that floor (:mod:`fedcluster.local.floor`) before it leaves. The
 Flower ClientApp (:mod:`.app`) and the in-memory federation
-(:mod:`fedcluster.federation.memory`) both call it, so a client answers the
+(:mod:`fedcluster.client.memory`) both call it, so a client answers the
 same whatever carries the request; :func:`failure` turns what went wrong into
 the error code and reason both report.
 """
@@ -21,15 +21,15 @@ from ..data import DataError
 from ..logs import logger
 from ..messages import (BOUNDS, EVALUATE, LOCAL_KMEANS, MOMENTS, SILHOUETTE, ClientSummary,
                         ProtocolError, Request, finite_array)
+from ..local.floor import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
+from ..local.private import (SETUP_STEPS, Masking, cell_counts_request, check_dp_request,
+                             dimension_request, histogram_request, secure_stage, sums_request)
+from ..local.steps import bounds_request, evaluate_request, local_kmeans_request
+from ..local.summaries import moments_request, silhouette_request, transformed
 from ..methods import METHODS
-from ..privacy.client import (SETUP_STEPS, Masking, cell_counts_request, check_dp_request,
-                              dimension_request, histogram_request, secure_stage, sums_request)
 from ..privacy.kinds import CELL_COUNTS, DIMENSION, HISTOGRAM, SUMS
 from ..privacy.secagg import BITS_KEY
 from ..privacy.secagg import STAGES as SECAGG_STAGES
-from .privacy import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
-from .steps import bounds_request, evaluate_request, local_kmeans_request
-from .summaries import moments_request, silhouette_request, transformed
 
 #: Error code of a reply that reports bad input (request or local data).
 BAD_INPUT = 400
@@ -38,12 +38,8 @@ CLIENT_FAILURE = 500
 
 Step = Callable[[Any, Any, dict], ClientSummary]
 
-#: Request kind -> the step of a request that carries named arrays (a network's weights).
-ARRAY_STEPS: dict[str, Callable[[Any, Any, dict, Mapping], ClientSummary]] = {
-    kind: step for method in METHODS.values() for kind, step in method.array_steps.items()}
-
-#: Request kind -> the step that computes the reply.
-STEPS: dict[str, Step] = {
+#: Request kind -> the step that computes the reply from the rows alone.
+ROW_STEPS: dict[str, Step] = {
     EVALUATE: evaluate_request,
     BOUNDS: bounds_request,
     LOCAL_KMEANS: local_kmeans_request,
@@ -53,8 +49,16 @@ STEPS: dict[str, Step] = {
     HISTOGRAM: histogram_request,
     CELL_COUNTS: cell_counts_request,
     **{kind: step for method in METHODS.values() for kind, step in method.steps.items()},
-    **ARRAY_STEPS,
 }
+
+#: Request kind -> the step of a request that carries named arrays (a network's weights),
+#: called with :data:`ROW_STEPS` too, so that it can answer a clustering of rows it wraps
+#: (DeepFeCA's, on features) without importing this dispatcher, which sits above the methods.
+ARRAY_STEPS: dict[str, Callable[[Any, Any, dict, Mapping, Mapping[str, Step]], ClientSummary]] = {
+    kind: step for method in METHODS.values() for kind, step in method.array_steps.items()}
+
+#: Request kind -> the step that computes the reply: every kind a client answers.
+STEPS: dict[str, Callable[..., ClientSummary]] = {**ROW_STEPS, **ARRAY_STEPS}
 
 #: The request kinds of a round in sum form (the only ones a client answers under DP), as
 #: the methods declare them (:attr:`~fedcluster.methods.spec.Method.sum_form`).
@@ -70,7 +74,7 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
 
     ``node_config`` may raise the privacy floor for this client
     (``min-cluster-size``) and set its DP floor
-    (:func:`~fedcluster.privacy.client.check_dp_request`, which every request
+    (:func:`~fedcluster.local.private.check_dp_request`, which every request
     but a dimension query or a protocol stage passes first). A
     secure-aggregation stage (:data:`~fedcluster.privacy.secagg.STAGES`)
     needs the client's ``session`` (its state between stages) and its
@@ -115,7 +119,8 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
     if masking is not None:
         config[BITS_KEY] = masking.fraction_bits
     if request.kind in ARRAY_STEPS:
-        summary = ARRAY_STEPS[request.kind](X, centroids, config, request.arrays or {})
+        summary = ARRAY_STEPS[request.kind](X, centroids, config, request.arrays or {},
+                                            ROW_STEPS)
     elif request.arrays is not None:
         raise ProtocolError(f"a {request.kind!r} request carries no named arrays")
     else:

@@ -58,7 +58,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-import fedcluster
+from fedcluster._version import __version__
 from fedcluster.data.atomic import atomic_write
 from fedcluster.data.files import WRITABLE_SUFFIXES, output_suffix, write_points
 from fedcluster.data.validation import DataError, validate_points
@@ -622,7 +622,7 @@ def write_partitions(
         write_points(path, X[rows], None if y is None else y[rows])
         paths.append(path)
     manifest = {
-        "fedcluster_version": fedcluster.__version__,
+        "fedcluster_version": __version__,
         "dataset": dataset,
         "split": None if split is None else str(split),
         "seed": seed,

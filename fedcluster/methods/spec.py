@@ -33,8 +33,8 @@ class Method:
         Where it comes from.
     server : str
         Where its server side is, ``"module:Class"`` (a
-        :class:`~fedcluster.strategies.ClusteringStrategy`, built with
-        ``strategy.from_config(config)``): imported only when asked for
+        :class:`~fedcluster.strategies.ClusteringStrategy`, built by
+        :func:`fedcluster.config.build_strategy`): imported only when asked for
         (:attr:`strategy`), so that a client, which needs only the steps,
         does not load the server side of every method.
     options : type
@@ -42,11 +42,13 @@ class Method:
         subclass, the strategy's ``Options``): those of every method and its own.
     steps : mapping
         Request kind -> client step, for the kinds only this method sends
-        (the shared kinds are :data:`fedcluster.client.respond.STEPS`').
+        (the shared kinds are :data:`fedcluster.client.respond.ROW_STEPS`').
     array_steps : mapping
-        Request kind -> client step ``(X, centroids, config, arrays)``, for
-        the kinds whose requests carry named arrays (a network's weights,
-        :attr:`fedcluster.messages.Request.arrays`).
+        Request kind -> client step ``(X, centroids, config, arrays, steps)``,
+        for the kinds whose requests carry named arrays (a network's weights,
+        :attr:`fedcluster.messages.Request.arrays`); ``steps`` are the
+        client's steps of a clustering of rows by kind, for a step that wraps
+        one (the methods sit below the dispatcher and cannot import it).
     sum_form : str, optional
         The request kind of its step in sum form, where it has one (the
         per-cluster totals secure aggregation and DP work on): the Lloyd
@@ -62,7 +64,7 @@ class Method:
     server: str
     options: type[Options]
     steps: Mapping[str, Callable[[Any, Any, dict], Any]] = field(default_factory=dict)
-    array_steps: Mapping[str, Callable[[Any, Any, dict, Mapping], Any]] = field(default_factory=dict)
+    array_steps: Mapping[str, Callable[[Any, Any, dict, Mapping, Mapping], Any]] = field(default_factory=dict)
     sum_form: str | None = None
     extra: str | None = None
 

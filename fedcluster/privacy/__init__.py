@@ -14,8 +14,11 @@
 * :mod:`.start`: the private start (``init = private``);
 * :mod:`.secagg`: the SecAgg and SecAgg+ protocol (key agreement, Shamir
   shares, masks, the neighbour graph, fixed point);
-* :mod:`.client`: the clients' sum step and the protocol's stages;
-* :mod:`.server`: the server's side of a private round.
+* :mod:`.checks`: the checks of a secure total.
+
+Each side's part of a private round stands with that side's other steps:
+the client's sum step and protocol stages in :mod:`fedcluster.local.private`,
+the server's rounds beside the round loop in :mod:`fedcluster.strategies.private`.
 
 No module here imports Flower.
 """

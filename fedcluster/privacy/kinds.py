@@ -1,6 +1,6 @@
 """Request kinds and config keys of private rounds, shared by the clients and the server."""
 
-#: One Lloyd step in sum form (:func:`fedcluster.privacy.client.sums_request`).
+#: One Lloyd step in sum form (:func:`fedcluster.local.private.sums_request`).
 SUMS = "train.sums"
 #: The number of features of a client's data (the only thing such a reply holds).
 DIMENSION = "query.dimension"

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$fedcluster/proto/cluster_model.proto\x12\rfedcluster.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x01\n\x0bRoundRecord\x12\x0f\n\x07restart\x18\x01 \x01(\r\x12\r\n\x05round\x18\x02 \x01(\r\x12\x10\n\x08movement\x18\x03 \x01(\x01\x12\r\n\x05score\x18\x04 \x01(\x01\x12\x17\n\x0f\x63lients_sampled\x18\x05 \x01(\r\x12\x18\n\x10\x63lients_answered\x18\x06 \x01(\r\x12\x18\n\x10\x63lients_rejected\x18\x07 \x01(\r\x12\x14\n\x0cparticipants\x18\x08 \x03(\x04\x12\r\n\x05phase\x18\t \x01(\t\x12\x14\n\x07\x65psilon\x18\n \x01(\x01H\x00\x88\x01\x01\x42\n\n\x08_epsilon\"q\n\x0cSettingValue\x12\x14\n\nbool_value\x18\x01 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x02 \x01(\x12H\x00\x12\x16\n\x0c\x64ouble_value\x18\x03 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x04 \x01(\tH\x00\x42\x06\n\x04kind\"\xf9\x03\n\x0c\x43lusterModel\x12\x1a\n\x12\x66\x65\x64\x63luster_version\x18\x01 \x01(\t\x12\x11\n\talgorithm\x18\x02 \x01(\t\x12+\n\x07\x63reated\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nn_clusters\x18\x04 \x01(\r\x12\x11\n\tdimension\x18\x05 \x01(\r\x12\x11\n\tcentroids\x18\x06 \x03(\x01\x12\x0e\n\x06\x63ounts\x18\x07 \x03(\x01\x12\r\n\x05score\x18\x08 \x01(\x01\x12\x0e\n\x06rounds\x18\t \x01(\r\x12\x11\n\tconverged\x18\n \x01(\x08\x12\x14\n\x0c\x62\x65st_restart\x18\x0b \x01(\r\x12;\n\x08settings\x18\x0c \x03(\x0b\x32).fedcluster.v1.ClusterModel.SettingsEntry\x12+\n\x07history\x18\r \x03(\x0b\x32\x1a.fedcluster.v1.RoundRecord\x12\x10\n\x08n_points\x18\x0e \x01(\x04\x12\r\n\x05shift\x18\x0f \x03(\x01\x12\r\n\x05scale\x18\x10 \x03(\x01\x12\x13\n\x0bstop_reason\x18\x11 \x01(\t\x1aL\n\rSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.fedcluster.v1.SettingValue:\x02\x38\x01\"R\n\tModelFile\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\t\x12\x16\n\x0e\x66ormat_version\x18\x02 \x01(\r\x12\x0e\n\x06sha256\x18\x03 \x01(\x0c\x12\r\n\x05model\x18\x04 \x01(\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$fedcluster/proto/cluster_model.proto\x12\rfedcluster.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x01\n\x0bRoundRecord\x12\x0f\n\x07restart\x18\x01 \x01(\r\x12\r\n\x05round\x18\x02 \x01(\r\x12\x10\n\x08movement\x18\x03 \x01(\x01\x12\r\n\x05score\x18\x04 \x01(\x01\x12\x17\n\x0f\x63lients_sampled\x18\x05 \x01(\r\x12\x18\n\x10\x63lients_answered\x18\x06 \x01(\r\x12\x18\n\x10\x63lients_rejected\x18\x07 \x01(\r\x12\x14\n\x0cparticipants\x18\x08 \x03(\x04\x12\r\n\x05phase\x18\t \x01(\t\x12\x14\n\x07\x65psilon\x18\n \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nrejections\x18\x0b \x03(\tB\n\n\x08_epsilon\"q\n\x0cSettingValue\x12\x14\n\nbool_value\x18\x01 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x02 \x01(\x12H\x00\x12\x16\n\x0c\x64ouble_value\x18\x03 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x04 \x01(\tH\x00\x42\x06\n\x04kind\"\xf9\x03\n\x0c\x43lusterModel\x12\x1a\n\x12\x66\x65\x64\x63luster_version\x18\x01 \x01(\t\x12\x11\n\talgorithm\x18\x02 \x01(\t\x12+\n\x07\x63reated\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nn_clusters\x18\x04 \x01(\r\x12\x11\n\tdimension\x18\x05 \x01(\r\x12\x11\n\tcentroids\x18\x06 \x03(\x01\x12\x0e\n\x06\x63ounts\x18\x07 \x03(\x01\x12\r\n\x05score\x18\x08 \x01(\x01\x12\x0e\n\x06rounds\x18\t \x01(\r\x12\x11\n\tconverged\x18\n \x01(\x08\x12\x14\n\x0c\x62\x65st_restart\x18\x0b \x01(\r\x12;\n\x08settings\x18\x0c \x03(\x0b\x32).fedcluster.v1.ClusterModel.SettingsEntry\x12+\n\x07history\x18\r \x03(\x0b\x32\x1a.fedcluster.v1.RoundRecord\x12\x10\n\x08n_points\x18\x0e \x01(\x04\x12\r\n\x05shift\x18\x0f \x03(\x01\x12\r\n\x05scale\x18\x10 \x03(\x01\x12\x13\n\x0bstop_reason\x18\x11 \x01(\t\x1aL\n\rSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.fedcluster.v1.SettingValue:\x02\x38\x01\"R\n\tModelFile\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\t\x12\x16\n\x0e\x66ormat_version\x18\x02 \x01(\r\x12\x0e\n\x06sha256\x18\x03 \x01(\x0c\x12\r\n\x05model\x18\x04 \x01(\x0c\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,13 +35,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLUSTERMODEL_SETTINGSENTRY']._loaded_options = None
   _globals['_CLUSTERMODEL_SETTINGSENTRY']._serialized_options = b'8\001'
   _globals['_ROUNDRECORD']._serialized_start=89
-  _globals['_ROUNDRECORD']._serialized_end=315
-  _globals['_SETTINGVALUE']._serialized_start=317
-  _globals['_SETTINGVALUE']._serialized_end=430
-  _globals['_CLUSTERMODEL']._serialized_start=433
-  _globals['_CLUSTERMODEL']._serialized_end=938
-  _globals['_CLUSTERMODEL_SETTINGSENTRY']._serialized_start=862
-  _globals['_CLUSTERMODEL_SETTINGSENTRY']._serialized_end=938
-  _globals['_MODELFILE']._serialized_start=940
-  _globals['_MODELFILE']._serialized_end=1022
+  _globals['_ROUNDRECORD']._serialized_end=335
+  _globals['_SETTINGVALUE']._serialized_start=337
+  _globals['_SETTINGVALUE']._serialized_end=450
+  _globals['_CLUSTERMODEL']._serialized_start=453
+  _globals['_CLUSTERMODEL']._serialized_end=958
+  _globals['_CLUSTERMODEL_SETTINGSENTRY']._serialized_start=882
+  _globals['_CLUSTERMODEL_SETTINGSENTRY']._serialized_end=958
+  _globals['_MODELFILE']._serialized_start=960
+  _globals['_MODELFILE']._serialized_end=1042
 # @@protoc_insertion_point(module_scope)

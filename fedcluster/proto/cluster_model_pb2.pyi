@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RoundRecord(_message.Message):
-    __slots__ = ("restart", "round", "movement", "score", "clients_sampled", "clients_answered", "clients_rejected", "participants", "phase", "epsilon")
+    __slots__ = ("restart", "round", "movement", "score", "clients_sampled", "clients_answered", "clients_rejected", "participants", "phase", "epsilon", "rejections")
     RESTART_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     MOVEMENT_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,7 @@ class RoundRecord(_message.Message):
     PARTICIPANTS_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
+    REJECTIONS_FIELD_NUMBER: _ClassVar[int]
     restart: int
     round: int
     movement: float
@@ -31,7 +32,8 @@ class RoundRecord(_message.Message):
     participants: _containers.RepeatedScalarFieldContainer[int]
     phase: str
     epsilon: float
-    def __init__(self, restart: _Optional[int] = ..., round: _Optional[int] = ..., movement: _Optional[float] = ..., score: _Optional[float] = ..., clients_sampled: _Optional[int] = ..., clients_answered: _Optional[int] = ..., clients_rejected: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., phase: _Optional[str] = ..., epsilon: _Optional[float] = ...) -> None: ...
+    rejections: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, restart: _Optional[int] = ..., round: _Optional[int] = ..., movement: _Optional[float] = ..., score: _Optional[float] = ..., clients_sampled: _Optional[int] = ..., clients_answered: _Optional[int] = ..., clients_rejected: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., phase: _Optional[str] = ..., epsilon: _Optional[float] = ..., rejections: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SettingValue(_message.Message):
     __slots__ = ("bool_value", "int_value", "double_value", "string_value")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from logging import INFO
+from logging import INFO, WARNING
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +11,13 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from ..config import RunConfig
-from ..federation.flower import FlowerFederation
+from .flower import FlowerFederation
 from ..logs import colour_only_on_a_terminal, log
-from ..methods import build_strategy
+from ..config import build_strategy
 from ..preprocessing import fit_method
+from ..report import ReportUnavailable, RoundReports, write_report
 from ..results import RunResult
+from ..selection import KSelection
 from .artifacts import write_run
 from .checkpoint import CheckpointWriter, resume_point
 
@@ -24,7 +26,8 @@ def run_federation(grid: Grid, config: RunConfig) -> tuple[RunResult, dict[str, 
     """Run the configured method over ``grid`` and write ``model.pb`` and ``history.csv``.
 
     After every round a checkpoint replaces ``checkpoint.json`` in ``out_dir``
-    (:mod:`.checkpoint`); with ``resume-from`` set (a directory holding one,
+    (:mod:`.checkpoint`), and ``report.html`` as often as its cost allows
+    (:class:`~fedcluster.report.RoundReports`); with ``resume-from`` set (a directory holding one,
     or the file) the run continues from it instead of starting afresh.
 
     ``out_dir`` is resolved against the working directory of the process that
@@ -36,8 +39,21 @@ def run_federation(grid: Grid, config: RunConfig) -> tuple[RunResult, dict[str, 
     out_dir = Path(config.out_dir).resolve()
     data = config.to_flower()
     resume = resume_point(config.resume_from, strategy, data) if config.resume_from else None
+    checkpoint = CheckpointWriter(out_dir, strategy.settings, data)
+    reports: RoundReports | None = RoundReports(out_dir, strategy.settings)
+
+    def after_each_round(progress) -> None:
+        nonlocal reports
+        checkpoint(progress)
+        if reports is not None:
+            try:
+                reports(progress)
+            except ReportUnavailable as exc:  # said once; the run goes on without pages
+                log(WARNING, "no report.html: %s", exc)
+                reports = None
+
     result = fit_method(config, FlowerFederation(grid), strategy=strategy, resume=resume,
-                        checkpoint=CheckpointWriter(out_dir, strategy.settings, data))
+                        checkpoint=after_each_round)
     paths = write_run(result, out_dir)
     log(INFO, "Wrote %s", ", ".join(str(p) for p in paths.values()))
     return result, paths
@@ -71,10 +87,21 @@ def build_server_app(overrides: Mapping[str, Any] | None = None,
         colour_only_on_a_terminal()
         config = RunConfig.from_mapping({**context.run_config, **bound})
         result = run(grid, config) if run is not None else run_federation(grid, config)[0]
+        _final_report(result.result if isinstance(result, KSelection) else result,
+                      Path(config.out_dir).resolve())
         if on_result is not None:
             on_result(result)
 
     return app
+
+
+def _final_report(result: RunResult, out_dir: Path) -> None:
+    """Replace the pages of the rounds with the run's report (a simulation's command line
+    writes it again, with the data set's true centres, which only it knows)."""
+    try:
+        log(INFO, "Wrote %s", write_report(result, out_dir))
+    except ReportUnavailable as exc:
+        log(WARNING, "no report.html: %s", exc)
 
 
 app = build_server_app()

@@ -24,7 +24,7 @@ the other methods), and the strategy's state (:meth:`~fedcluster.strategies.Clus
 the sampler's random generator, the nodes' declared rows and sampling keys,
 a method's own state such as DWF's momentum, DeepFeCA's network weights; under DP the
 rounds the accountant counted and the central noise's generator:
-:meth:`~fedcluster.privacy.server.PrivateRounds.state`). Arrays are stored as
+:meth:`~fedcluster.strategies.private.PrivateRounds.state`). Arrays are stored as
 ``{"ndarray": {"dtype", "shape", "base64"}}`` of their raw little-endian bytes,
 so floats come back bit for bit; a non-finite float outside an array as
 ``{"float": "nan"}``; JSON's integers are exact, so the generator's 128-bit

@@ -10,7 +10,7 @@ from pathlib import Path
 from flwr.serverapp import Grid
 
 from ..config import RunConfig
-from ..federation.flower import FlowerFederation
+from .flower import FlowerFederation
 from ..logs import log
 from ..selection import TABLE_FILE, KSelection, check_selection, parse_k_range, select_over, write_table
 from .artifacts import write_run

@@ -2,7 +2,7 @@
 
 Each method's own server side (:mod:`fedcluster.methods`) subclasses
 :class:`RoundBasedStrategy` or :class:`~.oneshot.OneShotStrategy`; none of them
-imports Flower (its face is :class:`fedcluster.federation.flower.FlowerStrategy`).
+imports Flower (its face is :class:`fedcluster.server.flower.FlowerStrategy`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from logging import INFO, WARNING
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,9 +31,6 @@ from ..privacy.kinds import DIMENSION
 from ..results import RoundRecord, RunResult
 from .progress import Progress, node_map, node_pairs, state_generator
 
-if TYPE_CHECKING:
-    from ..config import RunConfig
-
 #: Rejected replies whose reasons a failed run's one-line message names.
 SHOWN_REASONS = 2
 
@@ -44,7 +41,7 @@ class ClusteringStrategy:
     Subclasses set :attr:`Options` (their method's options model) and
     implement :meth:`run_restart`; :meth:`fit` runs the restarts over a
     :class:`~fedcluster.federation.Federation`, scores each and keeps the best.
-    Flower's face of a strategy is :class:`fedcluster.federation.flower.FlowerStrategy`.
+    Flower's face of a strategy is :class:`fedcluster.server.flower.FlowerStrategy`.
 
     Parameters
     ----------
@@ -65,7 +62,7 @@ class ClusteringStrategy:
         ``node_wait_timeout``, ``round_timeout``), the quorum
         ``min_answer_fraction`` (:meth:`check_quorum`) and the privacy floor
         ``min_cluster_size`` sent with every request (see
-        :mod:`fedcluster.client.privacy`).
+        :mod:`fedcluster.local.floor`).
     """
 
     #: The method's options model: its settings, their defaults and allowed ranges.
@@ -92,11 +89,6 @@ class ClusteringStrategy:
         self._checkpoint: Callable[[Progress], None] | None = None
         self._best: RunResult | None = None
         self._scores: list[float] = []
-
-    @classmethod
-    def from_config(cls, config: RunConfig) -> ClusteringStrategy:
-        """Build the strategy from a validated :class:`RunConfig` (no second validation)."""
-        return cls(options=config.method_options())
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails: a setting reads from the options
@@ -531,6 +523,10 @@ def exact_score(summaries: Iterable[ClientSummary], factors: Iterable[float] | N
                  / sum(f * s.n for s, f in zip(summaries, factors)))
 
 
+#: The longest rejection reason a round's record keeps (the log has it whole).
+REASON_CHARS = 200
+
+
 def round_record(restart: int, round_: int, phase: str, movement: float, score: float,
                  exchange: Exchange, epsilon: float = math.nan) -> RoundRecord:
     """The history row of one request round (``epsilon``: the DP budget spent so far)."""
@@ -545,6 +541,9 @@ def round_record(restart: int, round_: int, phase: str, movement: float, score: 
         participants=tuple(exchange.accepted),
         phase=phase,
         epsilon=epsilon,
+        # A reason quotes the client's own error text: bounded, it cannot swell the model file.
+        rejections=tuple(f"node {node}: {reason}"[:REASON_CHARS]
+                         for node, reason in exchange.rejected.items()),
     )
 
 

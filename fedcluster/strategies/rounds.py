@@ -20,7 +20,7 @@ from ..messages import ClientSummary, validate_reply
 from ..numerics import frobenius_movement
 from ..privacy.kinds import SUMS
 from ..privacy.options import privacy_on
-from ..privacy.server import PrivateRounds, Totals
+from .private import PrivateRounds, Totals
 from ..results import RoundRecord
 from .base import ClusteringStrategy, exact_score, round_record
 from .progress import Progress

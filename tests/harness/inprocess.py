@@ -4,7 +4,7 @@ Real Flower messages reach a real ClientApp, but a message is a function call:
 a run takes milliseconds instead of the seconds a Ray start costs. Tests use it
 where Flower's side matters (the ClientApp's error replies, client mods, replies
 malformed on the wire), as ``FlowerFederation(InProcessGrid(app, node_configs))``;
-everywhere else :class:`fedcluster.federation.memory.InMemoryFederation` needs no
+everywhere else :class:`fedcluster.client.memory.InMemoryFederation` needs no
 message at all. A client that raises, or one marked ``unreachable``, behaves as
 it would in a deployment (an error reply, or no reply at all).
 """

@@ -22,12 +22,12 @@ PyTorch is imported when a request comes, not before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ...client.privacy import check_reply, check_rows
-from ...client.steps import chunk_size, min_cluster_size, non_negative
+from ...local.floor import check_reply, check_rows
+from ...local.steps import chunk_size, min_cluster_size, non_negative
 from ...messages import ClientSummary, ProtocolError, finite_array, request_option, request_setting
 from ...numerics import assign, to_numpy
 from .options import DeepFeCAOptions, parse_shape
@@ -71,13 +71,16 @@ def local_features(X, config: Mapping, weights: Mapping[str, np.ndarray]):
     return net, features(net, as_inputs(X, spec), normalise=True)
 
 
-def features_request(X, centroids, config: dict, arrays: Mapping[str, np.ndarray]) -> ClientSummary:
-    """The clustering step ``inner-kind``, answered on the features of the local rows."""
-    from ...client.respond import ARRAY_STEPS, STEPS  # the registry imports this module
+def features_request(X, centroids, config: dict, arrays: Mapping[str, np.ndarray],
+                     steps: Mapping[str, Callable]) -> ClientSummary:
+    """The clustering step ``inner-kind``, answered on the features of the local rows.
 
-    inner = request_setting(config, INNER_KIND, str, lambda kind: kind in STEPS)
-    if inner in ARRAY_STEPS:
-        raise ProtocolError(f"'{INNER_KIND}' {inner!r} is not a clustering of rows")
+    ``steps`` are the client's steps of a clustering of rows, by request kind
+    (:data:`fedcluster.client.respond.ROW_STEPS`, handed in by the dispatcher).
+    """
+    inner = request_setting(config, INNER_KIND, str, lambda kind: True)
+    if inner not in steps:
+        raise ProtocolError(f"'{INNER_KIND}' {inner!r} is not a client's clustering of rows")
     p = min_cluster_size(config)
     check_rows(int(X.shape[0]), p)
     weights, given = split_arrays(arrays)
@@ -85,7 +88,7 @@ def features_request(X, centroids, config: dict, arrays: Mapping[str, np.ndarray
     if given is not None and given.shape[1] != feats.shape[1]:
         raise ProtocolError(f"the feature centroids have dimension {given.shape[1]}, the "
                             f"network's features {feats.shape[1]}")
-    summary = STEPS[inner](feats, given, config)
+    summary = steps[inner](feats, given, config)
     check_reply(feats, summary, p, given)
     return summary
 
@@ -96,8 +99,12 @@ def pseudo_labels(feats, centroids: np.ndarray, config: Mapping) -> np.ndarray:
     return np.asarray(to_numpy(labels), dtype=np.int64)
 
 
-def train_request(X, centroids, config: dict, arrays: Mapping[str, np.ndarray]) -> ClientSummary:
-    """Pseudo-labels from the global centroids, E epochs of training, the new weights."""
+def train_request(X, centroids, config: dict, arrays: Mapping[str, np.ndarray],
+                  steps: Mapping[str, Callable]) -> ClientSummary:
+    """Pseudo-labels from the global centroids, E epochs of training, the new weights.
+
+    ``steps`` (the dispatcher's steps of a clustering of rows) are not needed here.
+    """
     from .training import LocalTraining, as_inputs, network_arrays, train_locally
 
     p = min_cluster_size(config)

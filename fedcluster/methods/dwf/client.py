@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...client.privacy import check_rows, withhold_small
-from ...client.steps import chunk_size, min_cluster_size, need_centroids
+from ...local.floor import check_rows, withhold_small
+from ...local.steps import chunk_size, min_cluster_size, need_centroids
 from ...messages import ClientSummary, request_option
 from ...numerics import lloyd, namespace_of, to_numpy
 from .options import DWFOptions

@@ -78,7 +78,7 @@ from .kernels import cap_client_shares, robust_centroid_aggregate
 from ...federation.base import Exchange
 from ...logs import log
 from ...messages import ClientSummary
-from ...privacy.server import Totals
+from ...strategies.private import Totals
 from ...strategies.progress import state_array, state_entry
 from ...strategies.rounds import RoundBasedStrategy
 from .client import LLOYD

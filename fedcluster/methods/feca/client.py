@@ -1,7 +1,7 @@
 """The FeCA client step (Algorithm 2 and Algorithm 4 or 3 of the Jigsaw Game paper, ``004``).
 
 The client runs k-means++ and Lloyd on its rows (the ``query.local_kmeans``
-computation, :func:`~fedcluster.client.steps.local_kmeans`), removes
+computation, :func:`~fedcluster.local.steps.local_kmeans`), removes
 one-fit-many centroids, assigns a radius to each remaining centroid and sends
 the centroid-radius pairs with their cluster sizes
 (:func:`fedcluster.methods.feca.kernels.feca_client_update`).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...numerics import namespace_of
 from .kernels import feca_client_update
 from ...messages import ClientSummary, request_option
-from ...client.steps import chunk_size, local_kmeans, min_cluster_size
+from ...local.steps import chunk_size, local_kmeans, min_cluster_size
 from .options import FeCAOptions
 
 

@@ -7,8 +7,8 @@ import numpy as np
 from ...numerics import namespace_of, to_numpy
 from .kernels import client_kmeans
 from ...messages import ClientSummary, request_option, request_setting
-from ...client.privacy import check_rows, withhold_small
-from ...client.steps import chunk_size, min_cluster_size, need_centroids, non_negative
+from ...local.floor import check_rows, withhold_small
+from ...local.steps import chunk_size, min_cluster_size, need_centroids, non_negative
 from .options import FedKMeansOptions
 
 

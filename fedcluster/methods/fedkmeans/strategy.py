@@ -19,7 +19,7 @@ from ...numerics import momentum_update
 from .kernels import count_weighted_mean, reseed, small_clusters
 from ...logs import log
 from ...messages import ClientSummary
-from ...privacy.server import Totals
+from ...strategies.private import Totals
 from ...strategies.progress import state_array
 from ...strategies.rounds import RoundBasedStrategy
 from .client import MINIBATCH

@@ -7,9 +7,9 @@ import numpy as np
 from ...numerics import namespace_of, to_numpy
 from .kernels import fuzzy_step, fuzzy_sums
 from ...messages import ClientSummary, request_option
-from ...client.privacy import check_rows, withhold_small
-from ...client.steps import chunk_size, min_cluster_size, need_centroids
-from ...privacy.client import sum_form_reply
+from ...local.floor import check_rows, withhold_small
+from ...local.steps import chunk_size, min_cluster_size, need_centroids
+from ...local.private import sum_form_reply
 from ...privacy.mechanism import Clipping
 from .options import FFCMOptions
 
@@ -63,7 +63,7 @@ def fuzzy_sums_request(X, centroids, config: dict) -> ClientSummary:
     ``sums`` are the numerators, its ``counts`` the supports (fractional
     "fuzzy counts"), ``sse`` the crisp squared distances to the nearest
     global centre (the score every method reports). Reads ``fuzzifier`` and
-    ``chunk-size``, and what :func:`~fedcluster.privacy.client.sum_form_reply`
+    ``chunk-size``, and what :func:`~fedcluster.local.private.sum_form_reply`
     reads: under DP (``data-bounds``) each row enters the sums clipped and
     shifted, ``x'``, exactly as in dwf's sum form, with the same client noise.
 
@@ -79,7 +79,7 @@ def fuzzy_sums_request(X, centroids, config: dict) -> ClientSummary:
     ``||sums_j|| <= counts_j R`` holds too (``||sum_i u_ij^m x'_i|| <= R W_j``).
 
     Like dwf's sum form, no cluster is withheld by the floor (see
-    :mod:`fedcluster.privacy.client`): the client needs ``min-cluster-size``
+    :mod:`fedcluster.local.private`): the client needs ``min-cluster-size``
     rows to answer at all.
     """
     return sum_form_reply(X, centroids, config, _fuzzy_totals)

@@ -21,7 +21,7 @@ import numpy as np
 from ...numerics import weighted_centroid_mean
 from .kernels import kmeans_average, summed_movement
 from ...messages import ClientSummary, validate_reply
-from ...privacy.server import Totals
+from ...strategies.private import Totals
 from .client import FUZZY, FUZZY_SUMS
 from .options import FFCMOptions
 from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT
@@ -61,7 +61,7 @@ class FederatedFuzzyCMeans(RoundBasedStrategy):
       fuzzy sums and supports (:meth:`aggregate_totals`). Without DP that is
       the plain avg1 up to the fixed-point rounding, except that no client
       withholds a centre of fewer than ``min-cluster-size`` crisp rows (the
-      sum form's floor is per client, :mod:`fedcluster.privacy.client`).
+      sum form's floor is per client, :mod:`fedcluster.local.private`).
 
     Its settings are :class:`~.options.FFCMOptions`: ``algorithm``
     ``"ffcm-avg1"`` (eq. 8) or ``"ffcm-avg2"`` (eq. 9); ``fuzzifier``, the

@@ -5,7 +5,7 @@ k-means++ on the local rows. ``train.garst`` (:func:`round_request`) answers a
 round: drop the global centroids that get no local row, one Lloyd step from
 the others. Both send only clusters of at least ``min-cluster-size`` rows whose
 centroid equals no value that fewer local rows hold
-(:func:`~fedcluster.client.privacy.keep_large`), so the counts may add up to
+(:func:`~fedcluster.local.floor.keep_large`), so the counts may add up to
 fewer than the local rows, and a client of fewer than ``min-cluster-size * k``
 rows sends the clusters it can.
 """
@@ -17,8 +17,8 @@ import numpy as np
 from ...numerics import namespace_of, to_numpy
 from .kernels import LocalClusters, local_step, seeded_clusters
 from ...messages import ClientSummary, request_setting
-from ...client.privacy import check_rows, keep_large
-from ...client.steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
+from ...local.floor import check_rows, keep_large
+from ...local.steps import chunk_size, min_cluster_size, need_centroids, non_negative, positive
 
 
 #: The request kind of this step (Flower routes "<category>.<action>").
@@ -39,7 +39,7 @@ def init_request(X, centroids, config: dict) -> ClientSummary:
 
     Config: ``k``, ``seed``, ``min-cluster-size``, ``chunk-size``; only a
     client of fewer than ``min-cluster-size`` rows refuses (see
-    :mod:`fedcluster.client.privacy`).
+    :mod:`fedcluster.local.floor`).
     """
     k = request_setting(config, "k", int, positive)
     p = min_cluster_size(config)

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..client.respond import failure, respond
 from ..data import validate_points
+from ..federation.base import Answer
 from ..messages import ClientSummary, Request
 from ..numerics import get_namespace
-from .base import Answer
+from .respond import failure, respond
 
 Responder = Callable[[Any, Request, Mapping[str, Any]], ClientSummary]
 

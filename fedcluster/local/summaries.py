@@ -21,7 +21,7 @@ from ..data import DataError
 from ..messages import ClientSummary, ProtocolError, Request, finite_array, request_setting
 from ..metrics.local import local_statistics
 from ..numerics.moments import local_moments, standardize
-from .privacy import MOMENTS_MIN_ROWS, check_rows
+from .floor import MOMENTS_MIN_ROWS, check_rows
 from .steps import chunk_size, min_cluster_size, need_centroids
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..numerics import cluster_stats, kmeans, namespace_of, to_numpy
 from ..messages import ClientSummary, ProtocolError, request_setting
-from .privacy import MIN_CLUSTER_SIZE_KEY, check_rows, keep_large, private_bounds
+from .floor import MIN_CLUSTER_SIZE_KEY, check_rows, keep_large, private_bounds
 
 
 def positive(value) -> bool:
@@ -41,7 +41,7 @@ def chunk_size(config: dict) -> int:
 
 
 def min_cluster_size(config: dict) -> int:
-    """p of the privacy floor, which the ClientApp has set in ``config`` (see :mod:`.privacy`)."""
+    """p of the privacy floor, which the ClientApp has set in ``config`` (see :mod:`.floor`)."""
     return request_setting(config, MIN_CLUSTER_SIZE_KEY, int, positive)
 
 

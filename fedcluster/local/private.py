@@ -1,26 +1,25 @@
 """The clients' side of a private round: the sum step, its distributed noise, the protocol stages.
 
 :func:`sums_request` answers ``train.sums``, one Lloyd step in sum form
-(:mod:`.mechanism`): per global centroid, the sum of the nearest rows
+(:mod:`fedcluster.privacy.mechanism`): per global centroid, the sum of the nearest rows
 (clipped and shifted when the request declares ``data-bounds`` for DP) and
 their number, with the sum of squared distances. A method whose sum form
 weighs rows differently (``ffcm-avg1``: by fuzzy memberships) answers its
 own request kind through the same :func:`sum_form_reply`. Under distributed DP
 (``dp-client-noise`` > 0) the client adds its share of the noise to the sums
 and counts, a discrete Gaussian on the fixed-point grid ``2^-f`` of secure
-aggregation (:func:`~.mechanism.add_noise`: OpenDP's sampler and secure
+aggregation (:func:`~fedcluster.privacy.mechanism.add_noise`: OpenDP's sampler and secure
 generator, never a server seed, which would let the server subtract the
 noise), and sends no squared distances. Its share lies on the grid, so the
 fixed-point encoding keeps it exactly and the masked total of the shares is
 a sum of discrete Gaussians: close to a discrete Gaussian, not exactly one
-(Kairouz, Liu & Steinke 2021); see :mod:`.server` for what the accountant
+(Kairouz, Liu & Steinke 2021); see :mod:`fedcluster.strategies.private` for what the accountant
 counts. :func:`histogram_request` answers the bounds step of a DP run
-without declared bounds (:mod:`.bounds`): each feature's counts over a fixed
-grid; :func:`cell_counts_request` the private start's (:mod:`.start`): the
+without declared bounds (:mod:`fedcluster.privacy.bounds`): each feature's counts over a fixed
+grid; :func:`cell_counts_request` the private start's (:mod:`fedcluster.privacy.start`): the
 rows nearest each cell; both with their share of the step's noise under
-distributed DP.
-:func:`secure_stage` runs the stages of secure aggregation
-(:mod:`.secagg`) with the client's session state.
+distributed DP. :func:`secure_stage` runs the stages of secure aggregation
+(:mod:`fedcluster.privacy.secagg`) with the client's session state.
 
 What the server can and cannot make a client do (:func:`check_dp_request`,
 before any step runs): a data owner states its own floor in its SuperNode's
@@ -31,7 +30,7 @@ form (or a setup step's counts: :data:`SETUP_STEPS`), only inside secure
 aggregation's masked stage, only with ``data-bounds`` (declared or
 estimated; a setup step needs none), and only if the request's noise
 multiplier spends at most its ``dp-epsilon`` over its ``dp-rounds`` after
-the setup steps' multiplier (:func:`~.accountant.fits`, the accountant's
+the setup steps' multiplier (:func:`~fedcluster.privacy.accountant.fits`, the accountant's
 own test; a setup step's own multiplier must be at least that); under
 ``dp = distributed`` it never sends a share with less noise than it
 computes itself: ``z Delta / sqrt(t)``, with ``Delta`` from the request's
@@ -46,7 +45,7 @@ The privacy floor (``min-cluster-size``) is not applied cluster by cluster
 here: withholding a cluster of fewer than p rows makes one row decide whether
 p rows' sum is sent, which voids the DP sensitivity bound. These replies
 therefore leave a client only masked, inside secure aggregation's stages
-(:func:`~.options.check_privacy` refuses DP without it); the client still
+(:func:`~fedcluster.privacy.options.check_privacy` refuses DP without it); the client still
 needs p rows to answer at all.
 """
 
@@ -60,18 +59,20 @@ from typing import Any
 
 import numpy as np
 
-from ..client.privacy import check_rows
-from ..client.steps import chunk_size, min_cluster_size, need_centroids, non_negative
 from ..messages import ClientSummary, ProtocolError, Request, request_option, request_setting
 from ..numerics import assign, cluster_stats, namespace_of, to_numpy
 from ..options import Options
-from . import secagg
-from .accountant import fits
-from .bounds import feature_histogram
-from .bounds import sensitivity as histogram_sensitivity
-from .kinds import CELL_COUNTS, CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY, SETUP_NOISE_KEY, STEP_NOISE_KEY
-from .mechanism import Clipping, add_noise, client_noise_scale, clipped_sums, discrete_gaussian
-from .options import MIN_NOISE_MULTIPLIER
+from ..privacy import secagg
+from ..privacy.accountant import fits
+from ..privacy.bounds import feature_histogram
+from ..privacy.bounds import sensitivity as histogram_sensitivity
+from ..privacy.kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY, SETUP_NOISE_KEY,
+                             STEP_NOISE_KEY)
+from ..privacy.mechanism import (Clipping, add_noise, client_noise_scale, clipped_sums,
+                                 discrete_gaussian)
+from ..privacy.options import MIN_NOISE_MULTIPLIER
+from .floor import check_rows
+from .steps import chunk_size, min_cluster_size, need_centroids, non_negative
 
 #: Node-config key: the largest ``dp-epsilon`` this data owner accepts for a run.
 NODE_MAX_EPSILON = "dp-max-epsilon"
@@ -109,10 +110,10 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
     Reads ``data-bounds`` and ``dp-clip`` (the clipping, when bounds are
     given: ``step`` then sums clipped, shifted rows), ``dp-client-noise``
     (0: none; its discrete Gaussian share goes on the sums and counts
-    through the same :func:`~.mechanism.add_noise` as the server's, and the
+    through the same :func:`~fedcluster.privacy.mechanism.add_noise` as the server's, and the
     squared distances are withheld) and ``secagg-fraction-bits``, the grid
     of the noise (set by :func:`fedcluster.client.respond.respond` from the
-    masked stage; :data:`~.secagg.DEFAULT_FRACTION_BITS` when absent),
+    masked stage; :data:`~fedcluster.privacy.secagg.DEFAULT_FRACTION_BITS` when absent),
     besides the floor. The request was held to the client's floor before
     (:func:`check_dp_request`). Every method's sum form (:func:`sums_request`,
     ``ffcm-avg1``'s fuzzy sums) answers through here, so the clipping and the
@@ -263,12 +264,12 @@ def _setup_reply(X, counts: np.ndarray, config: dict) -> ClientSummary:
 
 
 def histogram_request(X, centroids, config: dict) -> ClientSummary:
-    """Each feature's counts over the bounds grid (:func:`~.bounds.feature_histogram`)."""
+    """Each feature's counts over the bounds grid (:func:`~fedcluster.privacy.bounds.feature_histogram`)."""
     return _setup_reply(X, feature_histogram(to_numpy(X)), config)
 
 
 def cell_counts_request(X, centroids, config: dict) -> ClientSummary:
-    """The rows nearest each cell the request carries (:mod:`.start`), unclipped: a row adds 1
+    """The rows nearest each cell the request carries (:mod:`fedcluster.privacy.start`), unclipped: a row adds 1
     to one count whatever its value."""
     cells = need_centroids(centroids)
     labels, _ = assign(X, namespace_of(X).asarray(cells), chunk_size=chunk_size(config))
@@ -294,10 +295,10 @@ def secure_stage(request: Request, session: MutableMapping[str, Any], node: int,
 
     ``inner(request, masking)`` answers the masked stage's own request;
     :class:`Masking` holds the threshold this client accepted at the share
-    stage, read from its session state (stored by :mod:`.secagg` as JSON
-    under :data:`~.secagg.STATE_KEY`; None when it holds none, which the DP
+    stage, read from its session state (stored by :mod:`fedcluster.privacy.secagg` as JSON
+    under :data:`~fedcluster.privacy.secagg.STATE_KEY`; None when it holds none, which the DP
     check refuses), and the stage's fraction bits (which
-    :func:`~.secagg.client_stage` checks before it calls ``inner``).
+    :func:`~fedcluster.privacy.secagg.client_stage` checks before it calls ``inner``).
     """
     masking = None
     if request.kind == secagg.MASKED:

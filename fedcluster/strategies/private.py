@@ -3,7 +3,7 @@
 :class:`PrivateRounds` is what a round-based strategy (``dwf``, ``ewf``,
 ``fedkmeans``, ``ffcm-avg1``) uses when ``dp`` or ``secure-aggregation`` is
 on. Each round it asks the sampled clients for one step in sum form (the
-strategy's ``sums_type``: :data:`~.kinds.SUMS`, a Lloyd step, or
+strategy's ``sums_type``: :data:`~fedcluster.privacy.kinds.SUMS`, a Lloyd step, or
 ``ffcm-avg1``'s fuzzy sums, whose counts are the supports ``sum_i u_ij^m``),
 obtains the totals of their sums, counts (and, without
 DP, squared distances and rows) through :func:`secure_sum` (it sees only the
@@ -11,7 +11,7 @@ total: DP of either kind needs secure aggregation, as the sum form has no
 floor per cluster), adds
 the central noise (``dp = central``) or relies on the clients' shares of it
 (``dp = distributed``), counts the round against the budget
-(:class:`~.accountant.Budget`), and hands the totals to the method
+(:class:`~fedcluster.privacy.accountant.Budget`), and hands the totals to the method
 (``aggregate_totals``). The start is data-independent: ``init = random``
 draws uniformly in the declared ``data-bounds``, ``init = spread`` packs the
 centres apart in them (:func:`~fedcluster.numerics.spread_in_box`), without
@@ -19,15 +19,15 @@ asking the clients anything but their number of features; it spends no
 budget. Two setup steps may come first, each one Gaussian mechanism with its
 share of the budget (:meth:`PrivateRounds.setup_step`, counted by the
 accountant before the rounds): without declared ``data-bounds`` the bounds
-step (:mod:`.bounds`), and with ``init = private`` the private start
-(:mod:`.start`); their totals go through the same secure aggregation and
+step (:mod:`fedcluster.privacy.bounds`), and with ``init = private`` the private start
+(:mod:`fedcluster.privacy.start`); their totals go through the same secure aggregation and
 noise, and are never refused (their read-offs bound what a liar's counts
 can do). A calibrated budget is spread over ``dp-rounds`` rounds (0: chosen
-from epsilon, :func:`~.accountant.rounds_for`).
+from epsilon, :func:`~fedcluster.privacy.accountant.rounds_for`).
 
 The noise is OpenDP's discrete Gaussian on the fixed-point grid ``2^-f``
 of secure aggregation (``f``: ``secagg-fraction-bits``;
-:func:`~.mechanism.add_noise`), drawn from OpenDP's cryptographically secure
+:func:`~fedcluster.privacy.mechanism.add_noise`), drawn from OpenDP's cryptographically secure
 generator: the seed fixes the partitions, the start and the sampling, never
 the noise, so a DP run is not reproducible and nobody who knows the settings
 can draw the noise again and subtract it. Central DP: the server adds it to
@@ -35,8 +35,8 @@ the decoded secure totals, which lie on the grid already.
 
 Distributed DP: a round of ``m`` participants with threshold ``t`` asks each
 client for noise of scale ``sigma / sqrt(t)``
-(:func:`~.mechanism.client_noise_scale`, which the client computes again and
-holds the request to: :mod:`.client`): the total noise has variance
+(:func:`~fedcluster.privacy.mechanism.client_noise_scale`, which the client computes again and
+holds the request to: :mod:`fedcluster.local.private`): the total noise has variance
 ``s sigma^2 / t >= sigma^2`` whenever the ``s >= t`` survivors that secure
 aggregation needs answer, so the accountant's ``sigma`` is a lower bound
 (under SecAgg+ ``t`` is a neighbourhood's: each client adds more noise, and
@@ -83,19 +83,20 @@ import numpy as np
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import counted, log
 from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
+from ..privacy import bounds as private_bounds
+from ..privacy import secagg
+from ..privacy import start as private_start
+from ..privacy.accountant import Budget, combined, epsilon_spent, fits, rounds_for, split
+from ..privacy.checks import TotalCheck, Verify
+from ..privacy.kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY,
+                             SETUP_NOISE_KEY, STEP_NOISE_KEY, SUMS)
+from ..privacy.mechanism import (Clipping, add_noise, centroids_from_totals, client_noise_scale,
+                                 discrete_gaussian, parse_bounds)
 from ..results import RunResult
-from . import secagg
-from . import bounds as private_bounds
-from . import start as private_start
-from .accountant import Budget, combined, epsilon_spent, fits, rounds_for, split
-from .checks import TotalCheck, Verify
-from .kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY,
-                    SETUP_NOISE_KEY, STEP_NOISE_KEY, SUMS)
-from .mechanism import (Clipping, add_noise, centroids_from_totals, client_noise_scale,
-                        discrete_gaussian, parse_bounds)
+from .progress import StateError, state_array, state_entry
 
 if TYPE_CHECKING:
-    from ..strategies import ClusteringStrategy
+    from .base import ClusteringStrategy
 
 
 @dataclass
@@ -106,7 +107,7 @@ class Totals:
     DP, of the rows themselves otherwise; ``counts`` (k,) are the rows per
     cluster (``ffcm-avg1``: the fuzzy supports), noisy under DP;
     ``sse`` and ``n`` are NaN under DP (not released). ``target`` are the
-    Lloyd step's centroids (:func:`~.mechanism.centroids_from_totals`).
+    Lloyd step's centroids (:func:`~fedcluster.privacy.mechanism.centroids_from_totals`).
     """
 
     sums: np.ndarray
@@ -129,7 +130,7 @@ class SecAggCost:
     cpu_seconds: float = 0.0
     dropped: int = 0
     per_stage_seconds: dict[str, float] = field(default_factory=dict)
-    #: The last aggregation's participants, degree and threshold (:func:`~.secagg.graph_rule`).
+    #: The last aggregation's participants, degree and threshold (:func:`~fedcluster.privacy.secagg.graph_rule`).
     graph: tuple[int, int, int] = (0, 0, 0)
 
     def note_graph(self, parties: int, degree: int, threshold: int, setting: int, fraction: float,
@@ -186,9 +187,9 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     participant left. The quorum (``min-answer-fraction``) applies to the
     survivors, the threshold to the survivors of every participant's
     neighbourhood (the participant and its neighbours in
-    :func:`~.secagg.neighbour_graph`, the only ones it exchanges keys, shares
+    :func:`~fedcluster.privacy.secagg.neighbour_graph`, the only ones it exchanges keys, shares
     and masks with: all of them under SecAgg; the degree and the threshold
-    are :func:`~.secagg.graph_rule`'s for ``secagg-neighbours``).
+    are :func:`~fedcluster.privacy.secagg.graph_rule`'s for ``secagg-neighbours``).
     ``inner_config(threshold)``, if given, adds to the inner request's config
     once the threshold is known (distributed noise).
 
@@ -210,10 +211,10 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
       itself instead (one liar cannot knock out the honest majority);
     * unmasking: each share's index must be its sender's place in the
       owner's neighbourhood, and every secret is rebuilt from all its shares
-      (:func:`~.secagg.rebuild_secret`): the senders of shares that disagree
+      (:func:`~fedcluster.privacy.secagg.rebuild_secret`): the senders of shares that disagree
       with the majority are rejected by name, and the majority's secret is
       used (their own masked vectors stay in the total);
-    * the total: ``verify(values, survivors, threshold)`` (:mod:`.checks`)
+    * the total: ``verify(values, survivors, threshold)`` (:mod:`fedcluster.privacy.checks`)
       returns why the decoded values cannot be an honest total, "" if they
       can; a total that fails is never returned.
 
@@ -497,7 +498,7 @@ class PrivateRounds:
     ----------
     strategy : RoundBasedStrategy
         Its options hold the privacy settings (already checked by
-        :func:`~.options.check_privacy`).
+        :func:`~fedcluster.privacy.options.check_privacy`).
     """
 
     def __init__(self, strategy: ClusteringStrategy) -> None:
@@ -508,12 +509,12 @@ class PrivateRounds:
         self.fraction_bits = options.secagg_fraction_bits
         self.budget: Budget | None = None
         #: The rounds the budget allows (the clients are told): for a calibrated multiplier
-        #: ``dp-rounds`` (0: :func:`~.accountant.rounds_for` epsilon), at most
+        #: ``dp-rounds`` (0: :func:`~fedcluster.privacy.accountant.rounds_for` epsilon), at most
         #: ``num-server-rounds``; for a fixed one the most that fit, at most that many.
         self.rounds = 0
         if self.dp != "off":
             # Setup steps, each with its share of the budget: the bounds step without declared
-            # bounds (.bounds), the private start (.start).
+            # bounds (privacy.bounds), the private start (privacy.start).
             shares = {name: share for name, share, wanted in (
                 ("bounds", options.dp_bounds_share, not self.bounds),
                 ("start", options.dp_start_share, options.init == "private")) if wanted}
@@ -568,7 +569,7 @@ class PrivateRounds:
                           ) -> np.ndarray:
         """``k`` centroids in the declared box (no data used, no budget spent): ``init`` names
         the draw (:data:`~fedcluster.strategies.initialisation.BOX_STARTS`: uniform or spread)."""
-        from ..strategies.initialisation import BOX_STARTS
+        from .initialisation import BOX_STARTS
 
         dim = self.dimension(strategy, federation)
         clipping = Clipping.declared(self.bounds, self.clip, dim)
@@ -590,7 +591,7 @@ class PrivateRounds:
         the exchange and the epsilon spent so far.
 
         The total is never refused (``verify`` accepts it): the steps' read-offs bound what a
-        liar's counts can do (:mod:`.bounds`, :mod:`.start`), and a refused total would let one
+        liar's counts can do (:mod:`fedcluster.privacy.bounds`, :mod:`fedcluster.privacy.start`), and a refused total would let one
         liar fail the run with the honest clients named.
         """
         budget = self.budget
@@ -619,7 +620,7 @@ class PrivateRounds:
 
     def estimate_bounds(self, strategy: ClusteringStrategy, federation: Federation
                         ) -> tuple[Exchange[ClientSummary], float]:
-        """The bounds step (:mod:`.bounds`): sets :attr:`bounds`, logs them and returns the
+        """The bounds step (:mod:`fedcluster.privacy.bounds`): sets :attr:`bounds`, logs them and returns the
         exchange and the epsilon spent so far."""
         dim = self.dimension(strategy, federation)
         vector, sigma, exchange, epsilon = self.setup_step(
@@ -638,7 +639,7 @@ class PrivateRounds:
 
     def private_start(self, strategy: ClusteringStrategy, federation: Federation
                       ) -> tuple[np.ndarray, Exchange[ClientSummary], float]:
-        """The private start (:mod:`.start`): the centroids, the exchange and the epsilon spent
+        """The private start (:mod:`fedcluster.privacy.start`): the centroids, the exchange and the epsilon spent
         so far."""
         from ..numerics import spread_in_box
 
@@ -728,7 +729,7 @@ class PrivateRounds:
         ``dp-rounds-spent``: the rounds the accountant counted, so that a
         resumed run goes on spending from there, never again from nothing
         (with the run's one noise multiplier the epsilon after ``r`` rounds
-        is a function of ``r``: :func:`~.accountant.epsilon_spent`);
+        is a function of ``r``: :func:`~fedcluster.privacy.accountant.epsilon_spent`);
         ``dp-noise-multiplier`` and ``dp-epsilon-spent``, which
         :meth:`restore` compares with this run's (a checkpoint calibrated or
         accounted otherwise is refused rather than mixed into one budget);
@@ -736,7 +737,7 @@ class PrivateRounds:
         ``dp-stop-reason``; ``dp-data-bounds``, the bounds in use (estimated
         ones: the resumed run must not estimate them again), and
         ``dp-setup-released``, the setup steps counted (comma-separated). No noise generator: the noise is drawn afresh
-        (:mod:`.mechanism`), so a round run again after a resume draws new
+        (:mod:`fedcluster.privacy.mechanism`), so a round run again after a resume draws new
         noise. Secure aggregation keeps nothing between rounds (its keys are
         drawn per aggregation).
         """
@@ -763,9 +764,6 @@ class PrivateRounds:
             multiplier or epsilon is not what this run's accountant gives for
             its rounds (another calibration or ``dp-accounting`` version).
         """
-        # Imported here: the strategies import this module.
-        from ..strategies.progress import StateError, state_array, state_entry
-
         if self.budget is None:
             return
         rounds = state_entry(state, "dp-rounds-spent")

@@ -20,12 +20,12 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, Re
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
+from ..federation.base import Answer
 from ..logs import log
 from ..messages import ProtocolError, Request
 from ..protocol import decode_reply, make_request, reply_sampling_key
 from ..results import RunResult
 from ..strategies import ClusteringStrategy, RoundBasedStrategy
-from .base import Answer
 
 
 class FlowerFederation:
@@ -150,7 +150,7 @@ class FlowerStrategy(Strategy):
     Parameters
     ----------
     strategy : ClusteringStrategy
-        The method's server side (``fedcluster.methods.build_strategy(config)``).
+        The method's server side (``fedcluster.config.build_strategy(config)``).
     """
 
     def __init__(self, strategy: ClusteringStrategy) -> None:
