@@ -106,10 +106,11 @@ class Options(BaseModel):
         "usably; below it the run fails")
     trust_clients: bool = Field(
         False, description="trust every client's declared figures: count each client's rows as "
-        "declared in the score and n_points, and keep a client whose spread is 100 x the median "
-        "of the others' in the start (by default such a client, or one declaring over 1000 x the "
-        "median client's rows, is named in the log; the first is kept out of the start, the "
-        "second counted as the median client in the score)")
+        "declared in the aggregations, the score and n_points, keep a client whose spread is 100 "
+        "x the median of the others' in the start, and a reply whose centroids reach 10 x "
+        "farther than the other clients' (by default each such client is named in the log; one "
+        "declaring over 1000 x the median client's rows counts as the median client, the "
+        "second is kept out of the start, the third rejected)")
     min_cluster_size: int = Field(
         2, ge=2, description="privacy floor p: no message leaving a client holds a centroid, sum "
         "or radius of fewer points (Garst's privacy threshold; --privacy-threshold is an alias)")

@@ -28,8 +28,7 @@ from .config import RunConfig
 from .data.atomic import atomic_write
 from .logs import counted
 from .options import changed_settings, setting_defaults
-from .results import RunResult
-from .server.artifacts import SCORE_MEANING
+from .results import SCORE_MEANING, RunResult
 from .strategies.progress import Progress
 
 __all__ = ["REPORT_FILE", "Reference", "ReportUnavailable", "RoundReports", "progress_result",

@@ -19,6 +19,13 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 PHASES = ("init", "train")
 
+#: The ``score`` setting's values, and what the score then is (written beside it wherever
+#: a score is shown).
+SCORE_MEANING = {
+    "exact": "mean squared distance from a point to its nearest centroid, over all clients' points",
+    "client-mean": "mean over clients of each client's mean squared distance to the nearest centroid",
+}
+
 
 #: Types a setting may have; each maps to one case of the proto's SettingValue.
 SettingScalar = int | float | str | bool

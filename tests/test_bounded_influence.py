@@ -59,12 +59,16 @@ def lying_client(mode):
 # -- hand case through the strategy ----------------------------------------------------
 
 def one_cluster(tmp_path, **kwargs):
-    """k = 1; clients A = {0, 2}, B = {3, 5}, C = {100, 101, 105}; start 10; lr 0.5."""
+    """k = 1; clients A = {0, 2}, B = {3, 5}, C = {100, 101, 105}; start 10; lr 0.5.
+
+    C is far on purpose, to tell the options apart: ``trust-clients`` keeps the default's
+    far-reply check from rejecting it (see test_robust_defaults.py).
+    """
     parts = [np.array([[0.0], [2.0]]), np.array([[3.0], [5.0]]),
              np.array([[100.0], [101.0], [105.0]])]
     np.save(tmp_path / "start.npy", np.array([[10.0]]))
     strategy = WeightedFederatedKMeans(1, init=str(tmp_path / "start.npy"), tol=0.0,
-                                       lr=0.5, **kwargs)
+                                       lr=0.5, trust_clients=True, **kwargs)
     return strategy.fit(InMemoryFederation(parts)).centroids[0, 0]
 
 
@@ -152,10 +156,14 @@ def test_a_client_with_inflated_counts_and_shifted_centroids_is_bounded(tmp_path
 
 
 def test_a_client_sending_far_centroids_is_ignored_by_the_median(tmp_path, s1, s1_centres):
-    mean = poisoned_run(tmp_path, s1, "far", num_server_rounds=5)
+    """Trusting every client (the default rejects the far replies: test_robust_defaults.py),
+    the paper's mean takes the far centroids; the median and the trimmed mean do not."""
+    mean = poisoned_run(tmp_path, s1, "far", num_server_rounds=5, trust_clients=True)
     assert centre_distance(mean.centroids, s1_centres) > 1e7
+    default = poisoned_run(tmp_path, s1, "far", num_server_rounds=5)
+    assert centre_distance(default.centroids, s1_centres) < 1.2e4
     for aggregation in ("median", "trimmed-mean"):
-        robust = poisoned_run(tmp_path, s1, "far", aggregation=aggregation)
+        robust = poisoned_run(tmp_path, s1, "far", aggregation=aggregation, trust_clients=True)
         assert centre_distance(robust.centroids, s1_centres) < 1.2e4
         assert np.all(robust.centroids < 1.1e6)
 

@@ -144,8 +144,8 @@ def test_checkpoint_records_what_a_run_needs(s1, tmp_path):
     assert (body["restart"], body["round"], body["fedcluster-version"]) == \
         (1, 0, fedcluster.__version__)
     assert body["settings"]["momentum"] == 0.5 and body["data"] == {"dataset": "s1", "split": "iid", "standardize": False}
-    assert set(body["state"]) == {"rng", "declared-rows", "sampling-keys", "previous",
-                                  "spread-warned"}
+    assert set(body["state"]) == {"rng", "declared-rows", "sampling-keys", "far-reference",
+                                  "previous", "spread-warned"}
     assert body["state"]["rng"]["bit_generator"] == "PCG64"
     assert body["best"] is not None and len(body["scores"]) == 1
     _, progress = read_checkpoint(tmp_path)

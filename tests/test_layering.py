@@ -23,13 +23,15 @@ FLOWER_FREE = ("fedcluster.numerics", "fedcluster.metrics", "fedcluster.methods"
 #: The package's layers from the ground up. Each folder or top-level module stands in one and
 #: imports only from its own layer or those below; a new folder or module must be placed here.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("the ground floor", ("_version", "logs", "numerics", "data", "metrics", "results", "proto")),
+    ("the ground floor", ("_version", "logs", "numerics", "data", "metrics", "results", "proto",
+                          "charts")),
     ("the contract both sides share", ("messages", "privacy", "options", "federation")),
     ("each side's shared steps", ("local", "strategies")),
     ("the methods", ("methods",)),
     ("composition", ("config", "preprocessing", "selection")),
+    ("the run's report, which the processes write as they go", ("report",)),
     ("the Flower adapters and the processes", ("protocol", "client", "server", "simulation")),
-    ("the faces", ("estimator", "cli", "submit", "bench", "report", "__init__")),
+    ("the faces", ("estimator", "cli", "submit", "bench", "__init__")),
 )
 LAYER_OF = {unit: level for level, (_, units) in enumerate(LAYERS) for unit in units}
 

@@ -39,7 +39,8 @@ from google.protobuf.message import DecodeError
 from .. import _version
 from fedcluster.data.atomic import atomic_write
 from fedcluster.proto import cluster_model_pb2 as pb
-from fedcluster.results import PHASES, ArtifactError, RoundRecord, RunResult, SettingScalar
+from fedcluster.results import (PHASES, SCORE_MEANING, ArtifactError, RoundRecord, RunResult,
+                                SettingScalar)
 
 __all__ = [
     "HISTORY_COLUMNS",
@@ -96,14 +97,8 @@ _SHA256_SIZE = hashlib.sha256().digest_size
 #: FeCA keeps at most ``k`` groups; M-Avg has as many centroids as the largest
 #: client set (up to ``k-prime``).
 _K_MAY_DIFFER = frozenset({"feca", "mavg"})
-#: The values of the ``score`` setting, and what each result's score then means.
-SCORE_MEANING = {
-    "exact": "mean squared distance from a point to its nearest centroid, over all clients' points",
-    "client-mean": "mean over clients of each client's mean squared distance to the nearest centroid",
-}
 
 PathLike = str | os.PathLike[str]
-
 
 
 # -- protobuf -------------------------------------------------------------------

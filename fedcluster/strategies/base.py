@@ -14,6 +14,7 @@ over Flower and in memory alike.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,7 +30,7 @@ from ..numerics.outliers import ROW_CAP_MULTIPLE, declared_row_factors
 from ..options import Options, changed_settings, setting_defaults
 from ..privacy.kinds import DIMENSION
 from ..results import RoundRecord, RunResult
-from .progress import Progress, node_map, node_pairs, state_generator
+from .progress import Progress, node_map, node_pairs, state_array, state_generator
 
 #: Rejected replies whose reasons a failed run's one-line message names.
 SHOWN_REASONS = 2
@@ -84,6 +85,10 @@ class ClusteringStrategy:
         self.declared_rows: dict[int, int] = {}
         #: Node id -> the sampling key its replies declared (:meth:`sample_nodes`).
         self.sampling_keys: dict[int, int] = {}
+        #: The centre and reference reach the start's replies taught (row 0, row 1; None
+        #: before a start, or with fewer than 3 clients): each round's far-reply check
+        #: (:func:`~.initialisation.reject_far_replies`).
+        self.far_reference: np.ndarray | None = None
         #: Where :meth:`fit` reports its progress (a checkpoint writer), and the
         #: run-level progress it reports besides a restart's own.
         self._checkpoint: Callable[[Progress], None] | None = None
@@ -413,9 +418,10 @@ class ClusteringStrategy:
         state, so that a resumed run draws the same samples and seeds), and
         what the clients' replies taught the server: each node's declared
         number of points (``declared-rows``) and sampling key
-        (``sampling-keys``, by which :meth:`sample_nodes` orders the nodes).
-        A method with state of its own (momentum, streaks) adds its entries
-        to ``super().state()`` and reads them in :meth:`restore`. Values are
+        (``sampling-keys``, by which :meth:`sample_nodes` orders the nodes),
+        and the start's far-reply reference (``far-reference``, None before
+        a start). A method with state of its own (momentum, streaks) adds its
+        entries to ``super().state()`` and reads them in :meth:`restore`. Values are
         numpy arrays and JSON values (None, bool, int, float, str, and lists
         and str-keyed dicts of them).
         """
@@ -423,6 +429,7 @@ class ClusteringStrategy:
             "rng": self.rng.bit_generator.state,
             "declared-rows": node_pairs(self.declared_rows),
             "sampling-keys": node_pairs(self.sampling_keys),
+            "far-reference": self.far_reference,
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -436,6 +443,9 @@ class ClusteringStrategy:
         self.rng = state_generator(state, "rng")
         self.declared_rows = node_map(state, "declared-rows")
         self.sampling_keys = node_map(state, "sampling-keys")
+        # optional: a checkpoint written before the far-reply check has none (its rounds then
+        # measure their replies against each other)
+        self.far_reference = state_array(state, "far-reference", (2, None), optional=True)
 
     # -- the final score -------------------------------------------------------
     def believed(self, exchange: Exchange[ClientSummary], what: str = ""
@@ -464,6 +474,17 @@ class ClusteringStrategy:
                         median)
         return summaries, factors
 
+    def weighed(self, exchange: Exchange[ClientSummary]) -> list[ClientSummary]:
+        """The accepted replies in content order, each weighing as :meth:`believed` counts its rows.
+
+        What a server step that weights the clients' centroids by their
+        counts pools (:func:`capped`): a client declaring 1000 x the median
+        client's rows weighs as the median client; everybody else's reply is
+        itself.
+        """
+        summaries, factors = self.believed(exchange)
+        return [capped(s, f) for s, f in zip(summaries, factors)]
+
     def score_restart(self, federation: Federation, centroids: np.ndarray, restart: int,
                       rounds: int, converged: bool) -> RunResult | None:
         """Score a restart's centroids over all connected clients (None if nobody answers).
@@ -471,10 +492,11 @@ class ClusteringStrategy:
         Each client sends its counts per cluster and its sum of squared
         distances to the centroids; the score is the exact one (all clients'
         sum over their total number of points) or the paper's client mean.
-        The exact score, ``n_points`` and ``counts`` count each client's rows
-        as :meth:`believed` says (a client declaring 1000 x the median
-        client's rows as the median client): one client's declared counts
-        cannot make the model look better than one typical client can. The
+        ``n_points`` and ``counts`` count each client's rows as
+        :meth:`believed` says (a client declaring 1000 x the median client's
+        rows as the median client), and the exact score leaves such a client
+        out (:func:`exact_score`): one client's declared counts cannot make
+        the model look better. The
         client mean needs no cap: each client has weight 1 / m in it.
         """
         private = getattr(self, "private", None)
@@ -513,14 +535,36 @@ def exact_score(summaries: Iterable[ClientSummary], factors: Iterable[float] | N
                 ) -> float:
     """Sum of the clients' squared distances over their total number of points.
 
-    ``factors``: the share of each client's rows (and so of its squared
-    distances) to count (:meth:`ClusteringStrategy.believed`); all of them
-    when None. A factor of exactly 1.0 leaves every sum as it was.
+    ``factors``: the share of each client's rows the score believes
+    (:meth:`ClusteringStrategy.believed`); all of them when None. A client
+    believed in part (factor below 1, a declared row count 1000 x the median
+    client's) is left out of the mean: none of its figures can be believed,
+    its squared distances included (declaring 10^9 times its rows with its
+    true squared distances says its rows sit on the centroids), so the score
+    is the other clients' mean, which its rows are assumed to share. Every
+    client believed (factors exactly 1.0): every sum as it always was.
     """
     summaries = list(summaries)
     factors = [1.0] * len(summaries) if factors is None else list(factors)
-    return float(sum(f * s.sse for s, f in zip(summaries, factors))
-                 / sum(f * s.n for s, f in zip(summaries, factors)))
+    kept = [s for s, f in zip(summaries, factors) if f == 1.0] or summaries
+    return float(sum(s.sse for s in kept) / sum(s.n for s in kept))
+
+
+def capped(summary: ClientSummary, factor: float) -> ClientSummary:
+    """A reply with its declared rows, counts, fuzzy weights and squared distances times ``factor``.
+
+    What an aggregation weighs a client by, counted as
+    :meth:`ClusteringStrategy.believed` counts its rows: a client declaring
+    10^9 times its rows weighs as the median client. Factor 1.0: the reply
+    itself.
+    """
+    if factor == 1.0:
+        return summary
+    change: dict[str, Any] = {"n": max(1, round(summary.n * factor)), "sse": summary.sse * factor}
+    for name in ("counts", "weights"):
+        if (values := getattr(summary, name)) is not None:
+            change[name] = np.asarray(values, dtype=np.float64) * factor
+    return dataclasses.replace(summary, **change)
 
 
 #: The longest rejection reason a round's record keeps (the log has it whole).

@@ -24,7 +24,7 @@ from ..messages import ClientSummary
 from ..results import RoundRecord
 from .base import ClusteringStrategy, round_record
 from .progress import Progress
-from .initialisation import keep_common_dimension, keep_out_spread_outliers
+from .initialisation import keep_common_dimension, keep_out_spread_outliers, reject_far_replies
 
 
 class OneShotStrategy(ClusteringStrategy):
@@ -52,6 +52,7 @@ class OneShotStrategy(ClusteringStrategy):
                                  validate, what=what)
         keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
         keep_out_spread_outliers(self, exchange, what)  # its one step is its start
+        reject_far_replies(self, exchange, what)
         centroids = self.combine(exchange, what)
         history.append(round_record(restart, 1, "train", math.nan, math.nan, exchange))
         if centroids is None:

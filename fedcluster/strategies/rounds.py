@@ -24,7 +24,7 @@ from .private import PrivateRounds, Totals
 from ..results import RoundRecord
 from .base import ClusteringStrategy, exact_score, round_record
 from .progress import Progress
-from .initialisation import BOX_STARTS, initial_centroids
+from .initialisation import BOX_STARTS, initial_centroids, reject_far_replies
 
 
 class RoundBasedStrategy(ClusteringStrategy):
@@ -133,8 +133,9 @@ class RoundBasedStrategy(ClusteringStrategy):
             lambda s: self.validate_train_reply(s, k, dim), centroids=np.ascontiguousarray(current),
             what=f"round {t}")
         self.checked(exchange, f"round {t}")
+        reject_far_replies(self, exchange, f"round {t}", start=False)
+        new = self.aggregate(current, self.weighed(exchange))
         summaries, factors = self.believed(exchange)  # the history's score: capped as the final one
-        new = self.aggregate(current, summaries)
         score = (exact_score(summaries, factors) if all(not math.isnan(s.sse) for s in summaries)
                  else math.nan)
         return new, self.movement(new, current), score, exchange

@@ -70,7 +70,7 @@ class FeCA(OneShotStrategy):
 
     def combine(self, exchange, what):
         """Algorithm 5 over all received centroid-radius pairs."""
-        summaries = exchange.in_content_order()
+        summaries = self.weighed(exchange)
         centroids = np.concatenate([s.centroids for s in summaries])
         radii = np.concatenate([s.radii for s in summaries])
         counts = np.concatenate([s.counts for s in summaries])

@@ -20,7 +20,9 @@ from ...numerics.pooling import pool_centroids, server_kmeans
 from ...federation.base import Exchange, Federation, RunFailed
 from ...logs import log
 from ...messages import ClientSummary, ProtocolError, validate_reply
-from ...strategies.initialisation import INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT, keep_common_dimension
+from ...strategies.initialisation import (INIT_MAX_ITER, INIT_TOL, SERVER_N_INIT,
+                                          keep_common_dimension, keep_out_spread_outliers,
+                                          reject_far_replies)
 from ...strategies.rounds import RoundBasedStrategy
 from .client import GARST, GARST_INIT
 from .options import FKMOptions
@@ -126,15 +128,18 @@ class GarstFederatedKMeans(RoundBasedStrategy):
             "chunk-size": self.chunk_size,
             "device": self.device,
         }
+        what = "init (local k-means++)"
         exchange = self.exchange(federation, GARST_INIT, self.connected_nodes(federation), config,
                                  lambda s: self.validate_clusters(s, None, with_sse=False),
-                                 what="init (local k-means++)")
-        keep_common_dimension(exchange, lambda s: s.centroids.shape[1], "init (local k-means++)")
-        summaries = exchange.in_content_order()
+                                 what=what)
+        keep_common_dimension(exchange, lambda s: s.centroids.shape[1], what)
+        keep_out_spread_outliers(self, exchange, what)  # as the other local-k-means starts
+        reject_far_replies(self, exchange, what)
+        summaries = self.weighed(exchange)
         try:
             centroids = self.server_step(summaries, None)
         except ValueError as exc:
             raise RunFailed(f"fkm init: {exc}") from None
-        log(INFO, "init (local k-means++): weighted k-means over %d local centroids",
+        log(INFO, "%s: weighted k-means over %d local centroids", what,
             sum(len(s.counts) for s in summaries))
         return centroids, exchange

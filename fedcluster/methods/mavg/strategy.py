@@ -109,7 +109,7 @@ class MatchAveraging(OneShotStrategy):
 
     def combine(self, exchange, what):
         """Match the clients' centroid sets and average the matched centroids."""
-        summaries = exchange.in_content_order()
+        summaries = self.weighed(exchange)
         sets = [c for c in (s.centroids[s.counts > 0] for s in summaries) if len(c)]
         if not sets:  # every client withheld every cluster (below the privacy floor)
             return None
