@@ -8,9 +8,12 @@
 
 For each data set, split, epsilon and seed: fedcluster's ``dwf`` with
 ``dp = central`` (and ``dp = distributed`` under secure aggregation) over
-10 in-memory clients, ``--rounds`` rounds, a random start in the declared
-bounds; diffprivlib's ``KMeans`` (central DP, its own iteration count) on the
-pooled data at the same epsilon and bounds. epsilon = inf is the same
+10 in-memory clients, ``--rounds`` rounds, a start in the declared bounds
+(``--init``: random, uniform, the default; spread, packed apart; or private,
+a noisy histogram with a share of the budget; with ``--private-bounds`` the
+DP runs declare no bounds and estimate them); diffprivlib's ``KMeans``
+(central DP, its own iteration count) on the pooled data at the same epsilon
+and bounds. epsilon = inf is the same
 ``dwf`` sum-form run without noise (``dp = off``, same start) and
 scikit-learn's ``KMeans`` with one random start for diffprivlib's column.
 The score is the mean squared distance of all points to their nearest
@@ -87,19 +90,25 @@ def score(X: np.ndarray, centroids: np.ndarray) -> float:
     return float(cluster_stats(X, np.asarray(centroids)).inertia) / len(X)
 
 
-def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode) -> np.ndarray:
+def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
+                   private_bounds=False, start_share=0.0) -> np.ndarray:
     from fedcluster.config import RunConfig
     from fedcluster.client.memory import InMemoryFederation
     from fedcluster.config import build_strategy
 
-    settings = {"k": k, "seed": seed, "init": "random", "data-bounds": bounds, "tol": 0.0,
-                "num-server-rounds": rounds}
+    settings = {"k": k, "seed": seed, "init": init, "data-bounds": bounds, "tol": 0.0,
+                "num-server-rounds": rounds, "dp-rounds": rounds}
     if math.isinf(epsilon):
         settings["secure-aggregation"] = True  # the sum form without noise
+        settings["init"] = "spread" if init == "private" else init
     elif mode == "central":
         settings.update({"dp": "central", "dp-epsilon": epsilon, "secure-aggregation": True})
     else:
         settings.update({"dp": "distributed", "dp-epsilon": epsilon, "secure-aggregation": True})
+    if private_bounds and not math.isinf(epsilon):
+        del settings["data-bounds"]  # estimated with a share of the budget
+    if start_share and settings["init"] == "private":
+        settings["dp-start-share"] = start_share
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids
 
 
@@ -211,8 +220,12 @@ def print_summary(rows: list[dict], epsilon: str) -> None:
 
 def footer(meta: dict) -> str:
     rows = f", {meta['rows']} rows (seeded subset, seed 0)" if meta.get("rows") else ""
+    start = f", init {meta['init']}" if meta.get("init", "random") != "random" else ""
+    if meta.get("start_share"):
+        start += f" (dp-start-share {meta['start_share']:g})"
+    bounds = f"{meta['bounds']} (DP runs: estimated)" if meta.get("private_bounds") else meta["bounds"]
     return (f"{meta['data']}: {meta['wall_s']:.0f} s; rounds {meta['rounds']}, {meta['clients']} "
-            f"clients, k {meta['k']}, bounds {meta['bounds']}{rows}, seeds 0-{meta['seeds'] - 1}"
+            f"clients, k {meta['k']}{start}, bounds {bounds}{rows}, seeds 0-{meta['seeds'] - 1}"
             + (f" (distributed: 0-{meta['distributed_seeds'] - 1})" if meta["distributed"] else
                " (no distributed runs)"))
 
@@ -228,6 +241,15 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", type=int, default=0,
                         help="a seeded subset (seed 0) of this many rows of each data set (0: all)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--init", default="random", choices=("random", "spread", "private"),
+                        help="the start: random (uniform in the bounds), spread (packed apart; "
+                        "both spend no budget) or private (a share of it; epsilon = inf runs "
+                        "then start spread)")
+    parser.add_argument("--start-share", type=float, default=0.0,
+                        help="--init private: dp-start-share (0: the default)")
+    parser.add_argument("--private-bounds", action="store_true",
+                        help="DP runs without --data-bounds: estimated with a share of the budget "
+                        "(epsilon = inf runs keep the declared ones)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--distributed-seeds", type=int, default=3,
                         help="seeds of the distributed runs (secure aggregation costs ~1 s a round)")
@@ -301,12 +323,15 @@ def run_grid(args, parser) -> None:
                                                      points=X, seed=0)]
             for epsilon in epsilons:
                 central = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
-                                                   args.rounds, "central")) / best
+                                                   args.rounds, "central", args.init,
+                                                   args.private_bounds, args.start_share)) / best
                            for s in range(args.seeds)]
                 distributed = []
                 if distributed_too and not math.isinf(epsilon):
                     distributed = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
-                                                           args.rounds, "distributed")) / best
+                                                           args.rounds, "distributed",
+                                                           args.init, args.private_bounds,
+                                                           args.start_share)) / best
                                    for s in range(args.distributed_seeds)]
                 if epsilon not in references:
                     if math.isinf(epsilon):
@@ -323,6 +348,8 @@ def run_grid(args, parser) -> None:
                 rows.append(row)
                 print_table([row], header=len(rows) == 1)
         meta = {"data": name, "rows": len(X) if args.rows else 0, "k": k, "bounds": bounds,
+                "init": args.init, "private_bounds": args.private_bounds,
+                "start_share": args.start_share,
                 "rounds": args.rounds, "clients": args.clients, "seeds": args.seeds,
                 "distributed_seeds": args.distributed_seeds if distributed_too else 0,
                 "distributed": distributed_too, "centralized_score": best,

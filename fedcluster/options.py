@@ -26,12 +26,12 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .privacy.options import (DP, DataBounds, DPClip, DPDelta, DPEpsilon, DPNoiseMultiplier,
+from .privacy.options import (DP, DataBounds, DPBoundsShare, DPClip, DPRounds, DPStartShare, DPDelta, DPEpsilon, DPNoiseMultiplier,
                               SecAggFractionBits, SecAggNeighbours, SecAggThreshold,
                               SecureAggregation, check_privacy)
 
 #: The named starts of the round-based methods (besides an array file).
-INIT_METHODS = ("local-kmeans", "kfed", "random")
+INIT_METHODS = ("local-kmeans", "kfed", "random", "spread", "private")
 #: Other names of ``min-cluster-size`` (FKM's paper calls p the privacy threshold).
 PRIVACY_THRESHOLD_ALIASES = ("privacy-threshold", "privacy_threshold")
 
@@ -55,7 +55,9 @@ def _init_method_or_file(value: str) -> str:
 Init = Annotated[str, AfterValidator(_init_method_or_file), Field(
     "local-kmeans", description="initial centroids: local-kmeans (server k-means over the "
     "clients' local k-means), kfed (k-FED), random (uniform in the federated bounding box), "
-    "or a (k, d) array file")]
+    "spread (packed apart in that box, or under DP in --data-bounds; no row used), private "
+    "(DP only: a noisy histogram over cells of the bounds, --dp-start-share of the budget, "
+    "clustered by the server), or a (k, d) array file")]
 KPrime = Annotated[int, Field(
     0, ge=0, description="clusters of each client's local k-means (k-FED, FeCA, M-Avg, "
     "--init kfed); 0 means k")]
@@ -124,6 +126,9 @@ class Options(BaseModel):
     dp_noise_multiplier: DPNoiseMultiplier
     dp_clip: DPClip
     data_bounds: DataBounds
+    dp_bounds_share: DPBoundsShare
+    dp_start_share: DPStartShare
+    dp_rounds: DPRounds
     secure_aggregation: SecureAggregation
     secagg_threshold: SecAggThreshold
     secagg_neighbours: SecAggNeighbours

@@ -262,7 +262,8 @@ def test_a_central_dp_run_resumes_to_the_same_budget_with_fresh_noise(s1, tmp_pa
     assert final.state["dp-rounds-spent"] == 5 and final.state["dp-epsilon-spent"] <= 1.0
     assert {key for key in final.state if key.startswith("dp-")} == {
         "dp-rounds-spent", "dp-noise-multiplier", "dp-epsilon-spent", "dp-last-counts",
-        "dp-stop-reason"}
+        "dp-stop-reason", "dp-data-bounds", "dp-setup-released"}
+    assert final.state["dp-setup-released"] == "" and final.state["dp-data-bounds"]
 
 
 def test_a_resumed_dp_run_stops_where_the_budget_stops_the_uninterrupted_one(s1, tmp_path):

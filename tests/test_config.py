@@ -40,7 +40,7 @@ def test_kebab_and_snake_keys_are_both_accepted():
         ("algorithm", "fedavg", "allowed: one of 'dwf', 'ewf', 'fkm', 'kfed', 'ffcm-avg1'"),
         ("fuzzifier", 1.0, "allowed: number > 1.0"),
         ("radius", "guess", "allowed: one of 'algorithm4', 'theoretical'"),
-        ("init", "nowhere.npy", "allowed: one of local-kmeans, kfed, random or the path of an array file"),
+        ("init", "nowhere.npy", "allowed: one of local-kmeans, kfed, random, spread, private or the path of an array file"),
         ("split", "dirichlet:-1", "invalid value for 'split'"),
         ("tol", float("nan"), "invalid value for 'tol': nan (Input should be a finite number"),
         ("round-timeout", float("inf"), "invalid value for 'round-timeout': inf (Input should be a finite"),

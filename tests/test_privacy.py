@@ -643,7 +643,7 @@ def test_methods_that_need_each_clients_centroids_refuse_the_options(algorithm):
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"dp": "central", "init": "local-kmeans"}, "init = local-kmeans sends each client's local"),
-    ({"dp": "central", "data-bounds": ""}, "needs data-bounds"),
+    ({"secure-aggregation": True, "data-bounds": ""}, "needs data-bounds"),
     ({"dp": "central", "data-bounds": "5:1"}, "every low value must be below its high value"),
     ({"dp": "distributed"}, "dp = distributed needs secure-aggregation = true"),
     # Without masks a client's sum over a cluster of one row would be that row.

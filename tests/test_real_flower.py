@@ -37,6 +37,8 @@ STARTS = {
     "kfed": "test_real_flower.py::test_partial_participation_in_a_ray_simulation",
     "random": "test_readme.py::test_simulate_command",  # the README's fedkmeans --init random
     "file": "test_deployment.py::test_partial_participation_from_a_start_file",
+    "spread": "test_privacy_bounds.py::test_dp_without_declared_bounds_in_a_ray_simulation",
+    "private": "test_privacy_bounds.py::test_dp_without_declared_bounds_in_a_ray_simulation",
 }
 
 

@@ -14,7 +14,11 @@ noise), and sends no squared distances. Its share lies on the grid, so the
 fixed-point encoding keeps it exactly and the masked total of the shares is
 a sum of discrete Gaussians: close to a discrete Gaussian, not exactly one
 (Kairouz, Liu & Steinke 2021); see :mod:`fedcluster.strategies.private` for what the accountant
-counts. :func:`secure_stage` runs the stages of secure aggregation
+counts. :func:`histogram_request` answers the bounds step of a DP run
+without declared bounds (:mod:`fedcluster.privacy.bounds`): each feature's counts over a fixed
+grid; :func:`cell_counts_request` the private start's (:mod:`fedcluster.privacy.start`): the
+rows nearest each cell; both with their share of the step's noise under
+distributed DP. :func:`secure_stage` runs the stages of secure aggregation
 (:mod:`fedcluster.privacy.secagg`) with the client's session state.
 
 What the server can and cannot make a client do (:func:`check_dp_request`,
@@ -22,13 +26,18 @@ before any step runs): a data owner states its own floor in its SuperNode's
 ``--node-config`` (:data:`NODE_MAX_EPSILON`, :data:`NODE_MIN_NOISE`,
 :data:`NODE_REQUIRE`), and a request below it is refused with the reason.
 Whatever its floor, a client answers a request that claims DP only in sum
-form, only inside secure aggregation's masked stage, only with declared
-``data-bounds``, and only if the request's noise multiplier spends at most
-its ``dp-epsilon`` over its ``dp-rounds`` (:func:`~fedcluster.privacy.accountant.fits`, the
-accountant's own test); under ``dp = distributed`` it never sends a share
-with less noise than it computes itself: ``z Delta / sqrt(t)``, with ``Delta``
-from the request's clipping and ``t`` the threshold the client accepted at
-the share stage (not a number the masked request states). What it cannot
+form (or a setup step's counts: :data:`SETUP_STEPS`), only inside secure
+aggregation's masked stage, only with ``data-bounds`` (declared or
+estimated; a setup step needs none), and only if the request's noise
+multiplier spends at most its ``dp-epsilon`` over its ``dp-rounds`` after
+the setup steps' multiplier (:func:`~fedcluster.privacy.accountant.fits`, the accountant's
+own test; a setup step's own multiplier must be at least that); under
+``dp = distributed`` it never sends a share with less noise than it
+computes itself: ``z Delta / sqrt(t)``, with ``Delta`` from the request's
+clipping (a setup step's: its own multiplier times its sensitivity) and
+``t`` the threshold the client accepted at the share stage (not a number
+the masked request states). A setup step's counts are never sent outside
+DP and secure aggregation. What it cannot
 check: that the server adds central noise, or runs no more rounds than it
 said (each request is judged alone).
 
@@ -55,8 +64,12 @@ from ..numerics import assign, cluster_stats, namespace_of, to_numpy
 from ..options import Options
 from ..privacy import secagg
 from ..privacy.accountant import fits
-from ..privacy.kinds import CLIENT_NOISE_KEY, ROUNDS_KEY
-from ..privacy.mechanism import Clipping, add_noise, client_noise_scale, clipped_sums
+from ..privacy.bounds import feature_histogram
+from ..privacy.bounds import sensitivity as histogram_sensitivity
+from ..privacy.kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY, SETUP_NOISE_KEY,
+                             STEP_NOISE_KEY)
+from ..privacy.mechanism import (Clipping, add_noise, client_noise_scale, clipped_sums,
+                                 discrete_gaussian)
 from ..privacy.options import MIN_NOISE_MULTIPLIER
 from .floor import check_rows
 from .steps import chunk_size, min_cluster_size, need_centroids, non_negative
@@ -121,10 +134,12 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
 
 
 def check_dp_request(sum_form: bool, config: Mapping[str, Any], node_config: Mapping[str, Any],
-                     masking: Masking | None, dim: int) -> None:
+                     masking: Masking | None, dim: int, setup_sensitivity: float = 0.0) -> None:
     """Refuse a request below this client's DP floor (see the module docstring).
 
-    ``sum_form``: whether the request's kind is a sum form; ``config`` its
+    ``sum_form``: whether the request's kind is a sum form or a setup step's
+    (``setup_sensitivity``: that step's L2 sensitivity, 0 for a round's
+    request: :data:`SETUP_STEPS`); ``config`` its
     settings (``dp``, and under DP ``dp-epsilon``, ``dp-delta``,
     ``dp-noise-multiplier``, ``dp-rounds``, ``data-bounds``, ``dp-clip``,
     ``dp-client-noise``); ``node_config`` the data owner's floor;
@@ -161,27 +176,45 @@ def check_dp_request(sum_form: bool, config: Mapping[str, Any], node_config: Map
     delta = request_option(config, Options, "dp-delta")
     z = request_setting(config, "dp-noise-multiplier", float, lambda v: v >= MIN_NOISE_MULTIPLIER)
     rounds = request_setting(config, ROUNDS_KEY, int, lambda v: v >= 1)
+    usable = lambda v: v == 0 or v >= MIN_NOISE_MULTIPLIER  # noqa: E731
+    setup = request_setting(config, SETUP_NOISE_KEY, float, usable) \
+        if SETUP_NOISE_KEY in config else 0.0
+    step = request_setting(config, STEP_NOISE_KEY, float, usable) if setup_sensitivity else 0.0
+    if setup_sensitivity and not (setup and step >= setup):
+        raise ProtocolError(f"{STEP_NOISE_KEY} {step:g} is not counted by the run's setup "
+                            f"steps ({SETUP_NOISE_KEY} {setup:g}: it must be at least that)")
     if epsilon > max_epsilon:
         raise ProtocolError(f"dp-epsilon {epsilon:g} is above this client's floor: node config "
                             f"{NODE_MAX_EPSILON} = {max_epsilon:g}")
-    if z < min_noise:
-        raise ProtocolError(f"noise multiplier {z:g} is below this client's floor: node config "
-                            f"{NODE_MIN_NOISE} = {min_noise:g}")
-    if not fits(z, rounds, delta, epsilon):
-        raise ProtocolError(f"noise multiplier {z:g} over {rounds} round(s) spends more than "
-                            f"dp-epsilon {epsilon:g} at dp-delta {delta:g}")
+    for name, value in (("noise multiplier", z), ("setup step noise multiplier", step)):
+        if value and value < min_noise:
+            raise ProtocolError(f"{name} {value:g} is below this client's floor: node config "
+                                f"{NODE_MIN_NOISE} = {min_noise:g}")
+    if not fits(z, rounds, delta, epsilon, setup):
+        raise ProtocolError(f"noise multiplier {z:g} over {rounds} round(s)"
+                            + (f" after the setup steps' {setup:g}" if setup else "")
+                            + f" spends more than dp-epsilon {epsilon:g} at dp-delta {delta:g}")
+    if setup_sensitivity:
+        if mode == "distributed":
+            _check_share(config, step * setup_sensitivity / math.sqrt(masking.threshold),
+                         f"setup step noise multiplier {step:g} x sensitivity "
+                         f"{setup_sensitivity:g}", masking)
+        return
     bounds = request_option(config, Options, "data-bounds")
     if not bounds:
         raise ProtocolError(f"dp = {mode} needs data-bounds: without them no row is clipped")
     if mode == "distributed":
         clipping = Clipping.declared(bounds, request_option(config, Options, "dp-clip"), dim)
-        own = client_noise_scale(z, clipping, masking.threshold)
-        noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
-        if not noise >= own:
-            raise ProtocolError(
-                f"dp-client-noise {noise:g} is below this client's own share {own:g} (noise "
-                f"multiplier {z:g} x sensitivity {clipping.sensitivity:g} / sqrt(threshold "
-                f"{masking.threshold}))")
+        _check_share(config, client_noise_scale(z, clipping, masking.threshold),
+                     f"noise multiplier {z:g} x sensitivity {clipping.sensitivity:g}", masking)
+
+
+def _check_share(config: Mapping[str, Any], own: float, why: str, masking: Masking) -> None:
+    """Refuse a request whose ``dp-client-noise`` is below the client's own share ``own``."""
+    noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
+    if not noise >= own:
+        raise ProtocolError(f"dp-client-noise {noise:g} is below this client's own share {own:g} "
+                            f"({why} / sqrt(threshold {masking.threshold}))")
 
 
 def _node_number(node_config: Mapping[str, Any], key: str, absent: float) -> float:
@@ -212,6 +245,43 @@ def _nearest_sums(X, given: np.ndarray, clipping: Clipping | None, config: dict
     labels, sqdist = assign(X, xp.asarray(given), chunk_size=chunk_size(config))
     sums, counts = clipped_sums(to_numpy(X), to_numpy(labels), len(given), clipping)
     return sums, counts, float(to_numpy(sqdist).sum())
+
+
+def _setup_reply(X, counts: np.ndarray, config: dict) -> ClientSummary:
+    """A setup step's counts, flat, with this client's noise share (``dp-client-noise``).
+
+    Sent only under DP and masked (the request was held to the client's
+    floor before, :func:`check_dp_request`): counts in the clear would show
+    single rows in their sparse bins or cells.
+    """
+    if secagg.BITS_KEY not in config or config.get("dp", "off") == "off":
+        raise ProtocolError("counts of a setup step are sent only under DP, inside secure "
+                            "aggregation")
+    noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
+    if noise > 0:
+        counts = discrete_gaussian(counts, noise, config[secagg.BITS_KEY])
+    return ClientSummary(n=int(X.shape[0]), counts=np.ravel(counts))
+
+
+def histogram_request(X, centroids, config: dict) -> ClientSummary:
+    """Each feature's counts over the bounds grid (:func:`~fedcluster.privacy.bounds.feature_histogram`)."""
+    return _setup_reply(X, feature_histogram(to_numpy(X)), config)
+
+
+def cell_counts_request(X, centroids, config: dict) -> ClientSummary:
+    """The rows nearest each cell the request carries (:mod:`fedcluster.privacy.start`), unclipped: a row adds 1
+    to one count whatever its value."""
+    cells = need_centroids(centroids)
+    labels, _ = assign(X, namespace_of(X).asarray(cells), chunk_size=chunk_size(config))
+    counts = np.bincount(to_numpy(labels), minlength=len(cells)).astype(np.float64)
+    return _setup_reply(X, counts, config)
+
+
+#: The setup steps' request kinds -> their L2 sensitivity to one row, from the dimension.
+SETUP_STEPS: dict[str, Callable[[int], float]] = {
+    HISTOGRAM: histogram_sensitivity,
+    CELL_COUNTS: lambda dim: 1.0,
+}
 
 
 def dimension_request(X) -> ClientSummary:

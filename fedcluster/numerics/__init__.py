@@ -17,6 +17,7 @@ from .lloyd import (
     update_centroids,
 )
 from .seeding import kmeans_plusplus, random_in_box
+from .spread import spread_in_box
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -34,6 +35,7 @@ __all__ = [
     "momentum_update",
     "namespace_of",
     "random_in_box",
+    "spread_in_box",
     "to_numpy",
     "update_centroids",
     "weighted_centroid_mean",

@@ -9,3 +9,12 @@ CLIENT_NOISE_KEY = "dp-client-noise"
 #: Request config key: the rounds a DP run's budget allows (a client checks its noise multiplier
 #: spends at most ``dp-epsilon`` over them).
 ROUNDS_KEY = "dp-rounds"
+#: A histogram of each feature over a fixed grid, for bounds estimated under DP (:mod:`.bounds`).
+HISTOGRAM = "query.histogram"
+#: The number of rows nearest each of the request's cells, for a private start (:mod:`.start`).
+CELL_COUNTS = "query.cell_counts"
+#: Request config key: the one multiplier of a DP run's setup steps together (bounds step,
+#: private start; 0 or absent: none), which the accountant composes before the rounds.
+SETUP_NOISE_KEY = "dp-setup-noise-multiplier"
+#: Request config key of a setup step's request: that step's own noise multiplier.
+STEP_NOISE_KEY = "dp-step-noise-multiplier"

@@ -182,7 +182,7 @@ def _opendp():
     return dp
 
 
-def _discrete_gaussian(values: np.ndarray, scale: float, grid_bits: int) -> np.ndarray:
+def discrete_gaussian(values: np.ndarray, scale: float, grid_bits: int) -> np.ndarray:
     """``values`` plus OpenDP's discrete Gaussian of ``scale`` on the grid ``2^-grid_bits``."""
     dp = _opendp()
     flat = np.asarray(values, dtype=np.float64).ravel()
@@ -207,8 +207,8 @@ def add_noise(sums: np.ndarray, counts: np.ndarray, sigma: float, count_weight: 
     it, and the rounding it does not count: the module docstring, "The
     noise".
     """
-    noisy_sums = _discrete_gaussian(sums, sigma, grid_bits)
-    noisy_counts = _discrete_gaussian(counts, sigma / count_weight, grid_bits)
+    noisy_sums = discrete_gaussian(sums, sigma, grid_bits)
+    noisy_counts = discrete_gaussian(counts, sigma / count_weight, grid_bits)
     return noisy_sums, noisy_counts
 
 

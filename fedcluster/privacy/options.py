@@ -46,8 +46,24 @@ DPClip = Annotated[float, Field(
     "which every row is scaled (0: the box's half diagonal)")]
 DataBounds = Annotated[str, Field(
     "", description="declared per-feature box of the data, 'LOW:HIGH' or 'l1,l2,..:h1,h2,..' "
-    "(data-independent): rows are clipped into it under DP, and --init random draws in it "
-    "under DP or secure aggregation")]
+    "(data-independent): rows are clipped into it under DP, and --init random or spread draws "
+    "in it under DP or secure aggregation; empty under DP: estimated privately with "
+    "--dp-bounds-share of the budget")]
+
+
+def _budget_share(default: float, when: str, what: str) -> Any:
+    """A setup step's share of the DP budget (of its privacy loss ``1 / z^2``; .accountant)."""
+    return Annotated[float, Field(default, gt=0.0, lt=1.0, description=(
+        f"DP {when}: the share of the budget (of its privacy loss 1/z^2) that {what}"))]
+
+
+# The defaults are measured in BENCHMARKS.md ("The start and the bounds under DP").
+DPBoundsShare = _budget_share(0.1, "without --data-bounds", "estimating the bounds spends")
+DPStartShare = _budget_share(0.2, "with --init private", "the private start spends")
+DPRounds = Annotated[int, Field(
+    0, ge=0, description="DP with a calibrated noise multiplier: the rounds the budget is spread "
+    "over (at most --rounds; the run stops after them); 0: chosen from epsilon "
+    "(5 + 2 log2(epsilon) between 2 and 5: 5 from epsilon 1 on)")]
 SecureAggregation = Annotated[bool, Field(
     False, description="the server learns only the round's total of the clients' sums, counts "
     "and squared distances (SecAgg; dwf, ewf, fedkmeans, ffcm-avg1 in their one-step sum form)")]
@@ -74,6 +90,9 @@ def privacy_on(options: Any) -> bool:
 
 def check_privacy(options: Any) -> None:
     """Refuse settings under which DP or secure aggregation cannot hold (ValueError, one reason)."""
+    if getattr(options, "init", "") == "private" and options.dp == "off":
+        raise ValueError("init = private is the start of a DP run (its noisy histogram needs "
+                         "dp = central or distributed); without DP use spread or local-kmeans")
     if not privacy_on(options):
         return
     what = f"dp = {options.dp}" if options.dp != "off" else "secure-aggregation"
@@ -95,16 +114,18 @@ def check_privacy(options: Any) -> None:
                          "aggregation needs each client's own centroids")
     init = getattr(options, "init", "random")
     if init in ("local-kmeans", "kfed"):
-        raise ValueError(f"{what} needs init = random (in --data-bounds) or an array file: "
+        raise ValueError(f"{what} needs init = random or spread (in --data-bounds) or an array file: "
                          f"init = {init} sends each client's local centroids")
-    if options.dp != "off" or init == "random":
-        if not options.data_bounds:
+    if options.dp != "off" or init in ("random", "spread"):
+        # Under DP without them the bounds are estimated with a share of the budget (.bounds).
+        if not options.data_bounds and options.dp == "off":
             raise ValueError(f"{what} needs data-bounds, the declared box of the data "
-                             "(e.g. '0:1e6'): DP clips rows into it, and a random start draws "
-                             "in it without asking the clients")
-        from .mechanism import parse_bounds
+                             "(e.g. '0:1e6'): a random start draws in it without asking the "
+                             "clients")
+        if options.data_bounds:
+            from .mechanism import parse_bounds
 
-        parse_bounds(options.data_bounds)
+            parse_bounds(options.data_bounds)
     if options.score != "exact":
         raise ValueError(f"{what} needs score = exact: the clients' own means are not released")
     if options.dp != "off" and options.n_init != 1:
@@ -112,6 +133,11 @@ def check_privacy(options: Any) -> None:
                          "without noise")
     # DP's sum form has no floor per cluster (a floor would void the sensitivity bound), so
     # without masks a client's sum over a cluster of one row would be that row, clipped and shifted.
+    if options.dp != "off" and not options.data_bounds and \
+            options.dp_bounds_share + (options.dp_start_share if init == "private" else 0) >= 1:
+        raise ValueError(f"dp-bounds-share {options.dp_bounds_share:g} and dp-start-share "
+                         f"{options.dp_start_share:g} leave the rounds no budget: their sum must "
+                         f"be below 1")
     if options.dp != "off" and 0 < options.dp_noise_multiplier < MIN_NOISE_MULTIPLIER:
         raise ValueError(f"dp-noise-multiplier {options.dp_noise_multiplier:g} is below "
                          f"{MIN_NOISE_MULTIPLIER:g} (0: calibrate it): one round alone would "

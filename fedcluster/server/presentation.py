@@ -146,6 +146,17 @@ def format_result(result: RunResult, *, last_rounds: int = 5,
     return "\n".join(lines)
 
 
+def _bounds_shown(text: str) -> str:
+    """``data-bounds`` as given, or, for many features, a summary of them (an estimated box
+    holds one bound per feature: thousands of numbers for MNIST)."""
+    if len(text) <= 120:
+        return text
+    from fedcluster.privacy.bounds import describe
+    from fedcluster.privacy.mechanism import parse_bounds
+
+    return describe(*parse_bounds(text))
+
+
 def _privacy_line(result: RunResult) -> str:
     """What protected the run: DP with the epsilon it spent and the data bounds, SecAgg; or ''."""
     said = []
@@ -153,9 +164,12 @@ def _privacy_line(result: RunResult) -> str:
     if dp != "off":
         spent = [r.epsilon for r in result.history if math.isfinite(r.epsilon)]
         used = f"epsilon {spent[-1]:.4g} spent" if spent else "no epsilon recorded"
+        # A run without declared bounds estimated them first: an init row that spent epsilon.
+        estimated = any(r.phase == "init" and math.isfinite(r.epsilon) for r in result.history)
         said.append(f"{dp} DP: {used} of {result.settings.get('dp-epsilon')} at delta "
                     f"{result.settings.get('dp-delta')}, data bounds "
-                    f"{result.settings.get('data-bounds')}")
+                    f"{_bounds_shown(str(result.settings.get('data-bounds')))}"
+                    + (" (estimated under DP, within the budget)" if estimated else ""))
     if result.settings.get("secure-aggregation"):
         said.append("secure aggregation")
     return "; ".join(said)

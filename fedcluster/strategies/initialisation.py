@@ -9,6 +9,7 @@
   selection and runs one Lloyd round over them (:mod:`fedcluster.numerics.kfed`).
 * ``random``: uniform in the federated bounding box, assembled from the
   clients' per-feature minima and maxima.
+* ``spread``: packed apart in that box (:func:`~fedcluster.numerics.spread_in_box`).
 * a file: an explicit (k, d) array.
 
 The local k-means exchange is shared with the one-shot methods (k-FED, M-Avg).
@@ -22,7 +23,7 @@ from logging import INFO, WARNING
 import numpy as np
 
 from ..data import read_points
-from ..numerics import kfed_centres, kmeans, random_in_box
+from ..numerics import kfed_centres, kmeans, random_in_box, spread_in_box
 from ..numerics.outliers import (REACH_RATIO, SPREAD_RATIO, reach_outliers, reach_reference,
                                  spread_outliers)
 from ..numerics.pooling import pool_centroids
@@ -48,8 +49,8 @@ def initial_centroids(
         return local_kmeans_init(strategy, federation)
     if init == "kfed":
         return kfed_init(strategy, federation, k_prime)
-    if init == "random":
-        return random_init(strategy, federation)
+    if init in BOX_STARTS:
+        return box_init(strategy, federation, BOX_STARTS[init])
     return centroids_from_file(init, strategy.k), None
 
 
@@ -61,9 +62,14 @@ def centroids_from_file(path: str, k: int) -> np.ndarray:
     return centroids
 
 
-def random_init(strategy: ClusteringStrategy, federation: Federation
-                ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
-    """Uniform centroids in the bounding box of all clients' data."""
+#: The starts that need only a box: ``init`` -> ``(low, high, k, rng=)`` -> (k, d) centroids.
+BOX_STARTS = {"random": random_in_box, "spread": spread_in_box}
+
+
+def box_init(strategy: ClusteringStrategy, federation: Federation, draw
+             ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
+    """Centroids drawn by ``draw`` (a :data:`BOX_STARTS` value) in the bounding box of all
+    clients' data."""
     exchange = strategy.exchange(
         federation, BOUNDS, strategy.connected_nodes(federation), {},
         lambda s: validate_reply(s, expect=("bounds",)), what="init (bounds)",
@@ -73,7 +79,7 @@ def random_init(strategy: ClusteringStrategy, federation: Federation
     summaries = list(exchange.accepted.values())
     low = np.min([s.low for s in summaries], axis=0)
     high = np.max([s.high for s in summaries], axis=0)
-    return random_in_box(low, high, strategy.k, rng=strategy.rng), exchange
+    return draw(low, high, strategy.k, rng=strategy.rng), exchange
 
 
 def local_kmeans_settings(strategy: ClusteringStrategy, k_local: int) -> dict:

@@ -13,8 +13,17 @@ the central noise (``dp = central``) or relies on the clients' shares of it
 (``dp = distributed``), counts the round against the budget
 (:class:`~fedcluster.privacy.accountant.Budget`), and hands the totals to the method
 (``aggregate_totals``). The start is data-independent: ``init = random``
-draws uniformly in the declared ``data-bounds`` without asking the clients
-anything but their number of features; it spends no budget.
+draws uniformly in the declared ``data-bounds``, ``init = spread`` packs the
+centres apart in them (:func:`~fedcluster.numerics.spread_in_box`), without
+asking the clients anything but their number of features; it spends no
+budget. Two setup steps may come first, each one Gaussian mechanism with its
+share of the budget (:meth:`PrivateRounds.setup_step`, counted by the
+accountant before the rounds): without declared ``data-bounds`` the bounds
+step (:mod:`fedcluster.privacy.bounds`), and with ``init = private`` the private start
+(:mod:`fedcluster.privacy.start`); their totals go through the same secure aggregation and
+noise, and are never refused (their read-offs bound what a liar's counts
+can do). A calibrated budget is spread over ``dp-rounds`` rounds (0: chosen
+from epsilon, :func:`~fedcluster.privacy.accountant.rounds_for`).
 
 The noise is OpenDP's discrete Gaussian on the fixed-point grid ``2^-f``
 of secure aggregation (``f``: ``secagg-fraction-bits``;
@@ -74,13 +83,15 @@ import numpy as np
 from ..federation.base import Exchange, Federation, RunFailed
 from ..logs import counted, log
 from ..messages import EVALUATE, ClientSummary, ProtocolError, Request
-from ..numerics import random_in_box
+from ..privacy import bounds as private_bounds
 from ..privacy import secagg
-from ..privacy.accountant import Budget, calibrate, epsilon_spent, fits
+from ..privacy import start as private_start
+from ..privacy.accountant import Budget, combined, epsilon_spent, fits, rounds_for, split
 from ..privacy.checks import TotalCheck, Verify
-from ..privacy.kinds import CLIENT_NOISE_KEY, DIMENSION, ROUNDS_KEY, SUMS
+from ..privacy.kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY,
+                             SETUP_NOISE_KEY, STEP_NOISE_KEY, SUMS)
 from ..privacy.mechanism import (Clipping, add_noise, centroids_from_totals, client_noise_scale,
-                                 parse_bounds)
+                                 discrete_gaussian, parse_bounds)
 from ..results import RunResult
 from .progress import StateError, state_array, state_entry
 
@@ -472,7 +483,8 @@ def _rounds_that_fit(budget: Budget, most: int) -> int:
     low, high = 0, most  # fits(low) holds; the answer lies in [low, high]
     while low < high:
         middle = (low + high + 1) // 2
-        if fits(budget.noise_multiplier, middle, budget.delta, budget.epsilon):
+        if fits(budget.noise_multiplier, middle, budget.delta, budget.epsilon,
+                budget.setup_multiplier):
             low = middle
         else:
             high = middle - 1
@@ -496,14 +508,23 @@ class PrivateRounds:
         self.clip = options.dp_clip
         self.fraction_bits = options.secagg_fraction_bits
         self.budget: Budget | None = None
-        #: The rounds the budget allows (the clients are told): ``num-server-rounds`` for a
-        #: calibrated multiplier, else the most that fit, at most that many.
+        #: The rounds the budget allows (the clients are told): for a calibrated multiplier
+        #: ``dp-rounds`` (0: :func:`~fedcluster.privacy.accountant.rounds_for` epsilon), at most
+        #: ``num-server-rounds``; for a fixed one the most that fit, at most that many.
         self.rounds = 0
         if self.dp != "off":
-            z = options.dp_noise_multiplier or calibrate(
-                options.dp_epsilon, options.dp_delta, options.num_server_rounds)
-            self.budget = Budget(options.dp_epsilon, options.dp_delta, z)
-            self.rounds = options.num_server_rounds if not options.dp_noise_multiplier else \
+            # Setup steps, each with its share of the budget: the bounds step without declared
+            # bounds (privacy.bounds), the private start (privacy.start).
+            shares = {name: share for name, share, wanted in (
+                ("bounds", options.dp_bounds_share, not self.bounds),
+                ("start", options.dp_start_share, options.init == "private")) if wanted}
+            # The rounds a calibrated budget is spread over: dp-rounds, or chosen from epsilon.
+            planned = min(options.num_server_rounds,
+                          options.dp_rounds or rounds_for(options.dp_epsilon))
+            setup, z = split(options.dp_epsilon, options.dp_delta, planned, shares)
+            self.budget = Budget(options.dp_epsilon, options.dp_delta,
+                                 options.dp_noise_multiplier or z, setup)
+            self.rounds = planned if not options.dp_noise_multiplier else \
                 _rounds_that_fit(self.budget, options.num_server_rounds)
         self.cost = SecAggCost()
         self.clipping: Clipping | None = None
@@ -521,14 +542,15 @@ class PrivateRounds:
         if self.budget is not None:
             parts.append(f"dp = {self.dp}, noise multiplier {self.budget.noise_multiplier:.4g}, "
                          f"budget epsilon {self.budget.epsilon:g} at delta {self.budget.delta:g}")
+            parts += [f"{name} step first (noise multiplier {z:.4g})"
+                      for name, z in self.budget.setup.items()]
         parts.append("secure aggregation")
         return "; ".join(parts)
 
     # -- the start ------------------------------------------------------------------
     def dimension(self, strategy: ClusteringStrategy, federation: Federation) -> int:
         """The data's dimension: from per-feature bounds, else the clients' most common answer."""
-        low, _ = parse_bounds(self.bounds)
-        if low.size > 1:
+        if self.bounds and (low := parse_bounds(self.bounds)[0]).size > 1:
             return int(low.size)
         answers = federation.ask(Request(DIMENSION, {}), strategy.connected_nodes(federation),
                                  strategy.round_timeout)
@@ -543,12 +565,99 @@ class PrivateRounds:
             raise RunFailed("init (random in data-bounds): no client said how many features it has")
         return dims.most_common(1)[0][0]
 
-    def initial_centroids(self, strategy: ClusteringStrategy, federation: Federation) -> np.ndarray:
-        """``k`` centroids uniform in the declared box (no data used, no budget spent)."""
+    def initial_centroids(self, strategy: ClusteringStrategy, federation: Federation, init: str
+                          ) -> np.ndarray:
+        """``k`` centroids in the declared box (no data used, no budget spent): ``init`` names
+        the draw (:data:`~fedcluster.strategies.initialisation.BOX_STARTS`: uniform or spread)."""
+        from .initialisation import BOX_STARTS
+
         dim = self.dimension(strategy, federation)
         clipping = Clipping.declared(self.bounds, self.clip, dim)
-        log(INFO, "init: %d centroids uniform in the declared data-bounds (no data used)", strategy.k)
-        return random_in_box(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+        how = "uniform" if init == "random" else "spread apart"
+        log(INFO, "init: %d centroids %s in the data-bounds (no data used)", strategy.k, how)
+        return BOX_STARTS[init](clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+
+    @property
+    def needs_bounds(self) -> bool:
+        """Whether a DP run without declared bounds has yet to estimate them."""
+        return self.budget is not None and not self.bounds
+
+    def setup_step(self, strategy: ClusteringStrategy, federation: Federation, name: str,
+                   kind: str, cells: np.ndarray | None, size: int, sensitivity: float
+                   ) -> tuple[np.ndarray, float, Exchange[ClientSummary], float]:
+        """One setup step (``name``: ``bounds`` or ``start``): the clients' ``size`` counts of
+        ``kind`` summed through secure aggregation and noised (scale: the step's multiplier
+        times ``sensitivity``). Returns the noisy counts, their noise's standard deviation,
+        the exchange and the epsilon spent so far.
+
+        The total is never refused (``verify`` accepts it): the steps' read-offs bound what a
+        liar's counts can do (:mod:`fedcluster.privacy.bounds`, :mod:`fedcluster.privacy.start`), and a refused total would let one
+        liar fail the run with the honest clients named.
+        """
+        budget = self.budget
+        z = budget.setup[name]
+        sigma = z * sensitivity
+        config = {"dp": self.dp, "dp-epsilon": budget.epsilon, "dp-delta": budget.delta,
+                  "dp-noise-multiplier": budget.noise_multiplier, ROUNDS_KEY: self.rounds,
+                  SETUP_NOISE_KEY: budget.setup_multiplier, STEP_NOISE_KEY: z,
+                  CLIENT_NOISE_KEY: 0.0, "chunk-size": strategy.chunk_size,
+                  "device": strategy.device}
+
+        def client_noise(threshold: int) -> dict:
+            share = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
+            return {CLIENT_NOISE_KEY: share}
+
+        vector, exchange = secure_sum(
+            strategy, federation, strategy.connected_nodes(federation),
+            Request(kind, config, None if cells is None else np.ascontiguousarray(cells)),
+            ("counts",), size, what=name, verify=lambda *_: "", inner_config=client_noise,
+            cost=self.cost)
+        if self.dp == "central":
+            vector = discrete_gaussian(vector, sigma, self.fraction_bits)
+        else:  # the survivors' shares: sigma sqrt(s / t) in all
+            sigma *= math.sqrt(max(1, len(exchange.accepted)) / max(1, self.cost.graph[2]))
+        return vector, sigma, exchange, budget.spend_setup(name)
+
+    def estimate_bounds(self, strategy: ClusteringStrategy, federation: Federation
+                        ) -> tuple[Exchange[ClientSummary], float]:
+        """The bounds step (:mod:`fedcluster.privacy.bounds`): sets :attr:`bounds`, logs them and returns the
+        exchange and the epsilon spent so far."""
+        dim = self.dimension(strategy, federation)
+        vector, sigma, exchange, epsilon = self.setup_step(
+            strategy, federation, "bounds", HISTOGRAM, None, dim * private_bounds.BINS,
+            private_bounds.sensitivity(dim))
+        low, high, empty = private_bounds.bounds_from_histogram(
+            vector.reshape(dim, private_bounds.BINS), sigma)
+        self.bounds = private_bounds.bounds_text(low, high)
+        log(INFO, "bounds: estimated under DP (epsilon %.4g spent so far): %s", epsilon,
+            private_bounds.describe(low, high))
+        if empty:
+            log(WARNING, "bounds: %d of %d feature(s) had too few rows for the noise and got the "
+                "whole grid (+-%g): give --data-bounds, or a larger --dp-bounds-share", empty, dim,
+                private_bounds.grid_edges()[-1])
+        return exchange, epsilon
+
+    def private_start(self, strategy: ClusteringStrategy, federation: Federation
+                      ) -> tuple[np.ndarray, Exchange[ClientSummary], float]:
+        """The private start (:mod:`fedcluster.privacy.start`): the centroids, the exchange and the epsilon spent
+        so far."""
+        from ..numerics import spread_in_box
+
+        dim = self.dimension(strategy, federation)
+        clipping = Clipping.declared(self.bounds, self.clip, dim)
+        points = private_start.cells(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+        counts, sigma, exchange, epsilon = self.setup_step(
+            strategy, federation, "start", CELL_COUNTS, points, len(points), 1.0)
+        centres = private_start.centres_from_counts(points, counts, sigma, strategy.k,
+                                                    rng=strategy.rng)
+        if centres is None:
+            log(WARNING, "init (private): fewer than k = %d of %d cells hold more rows than the "
+                "noise: the centres are spread apart in the bounds instead", strategy.k, len(points))
+            centres = spread_in_box(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+        else:
+            log(INFO, "init (private): weighted k-means over %d cells' noisy counts (epsilon "
+                "%.4g spent so far)", len(points), epsilon)
+        return clipping.project(centres), exchange, epsilon
 
     # -- a round ----------------------------------------------------------------------
     def stop_before(self, t: int) -> str:
@@ -571,7 +680,8 @@ class PrivateRounds:
         if self.budget is not None:
             config.update({"dp-epsilon": self.budget.epsilon, "dp-delta": self.budget.delta,
                            "dp-noise-multiplier": self.budget.noise_multiplier,
-                           ROUNDS_KEY: self.rounds})
+                           ROUNDS_KEY: self.rounds,
+                           SETUP_NOISE_KEY: self.budget.setup_multiplier})
         sigma = 0.0 if self.budget is None else self.budget.noise_multiplier * self.clipping.sensitivity
         what = f"round {t}"
         inner = Request(strategy.sums_type, {**config, **strategy.sums_settings()},
@@ -584,8 +694,12 @@ class PrivateRounds:
             return {CLIENT_NOISE_KEY: client_noise_scale(self.budget.noise_multiplier,
                                                          self.clipping, threshold)}
 
-        fields = ("sums", "counts") if self.dp == "distributed" else ("sums", "counts", "sse", "n")
-        size = k * dim + k + (2 if len(fields) == 4 else 0)
+        # Under DP the squared distances are never released, so never summed either: from a
+        # box far from the data (bounds a liar pushed out, .bounds) they would not even fit
+        # the fixed-point encoding, and every honest client would refuse the round.
+        fields = {"off": ("sums", "counts", "sse", "n"), "central": ("sums", "counts", "n"),
+                  "distributed": ("sums", "counts")}[self.dp]
+        size = k * dim + k + ("sse" in fields) + ("n" in fields)
         # Exact totals (no DP, central DP before its noise) are checked exactly, distributed
         # ones within their noise; the sums only where DP clips the rows into the ball.
         verify = TotalCheck(fields, k, dim, strategy.options.secagg_fraction_bits,
@@ -597,7 +711,7 @@ class PrivateRounds:
                                       verify=verify, inner_config=client_noise, cost=self.cost)
         sums = vector[:k * dim].reshape(k, dim)
         counts = vector[k * dim:k * dim + k]
-        sse, n = (vector[-2], vector[-1]) if len(fields) == 4 else (math.nan, math.nan)
+        sse, n = (vector[-2], vector[-1]) if "sse" in fields else (math.nan, math.nan)
         if self.dp == "central":
             sums, counts = add_noise(sums, counts, sigma, self.clipping.count_weight,
                                      self.fraction_bits)
@@ -620,7 +734,9 @@ class PrivateRounds:
         :meth:`restore` compares with this run's (a checkpoint calibrated or
         accounted otherwise is refused rather than mixed into one budget);
         ``dp-last-counts``: the last noisy counts (the result's);
-        ``dp-stop-reason``. No noise generator: the noise is drawn afresh
+        ``dp-stop-reason``; ``dp-data-bounds``, the bounds in use (estimated
+        ones: the resumed run must not estimate them again), and
+        ``dp-setup-released``, the setup steps counted (comma-separated). No noise generator: the noise is drawn afresh
         (:mod:`fedcluster.privacy.mechanism`), so a round run again after a resume draws new
         noise. Secure aggregation keeps nothing between rounds (its keys are
         drawn per aggregation).
@@ -631,7 +747,9 @@ class PrivateRounds:
                 "dp-noise-multiplier": self.budget.noise_multiplier,
                 "dp-epsilon-spent": self.budget.spent,
                 "dp-last-counts": self.last_counts,
-                "dp-stop-reason": self.stop_reason}
+                "dp-stop-reason": self.stop_reason,
+                "dp-data-bounds": self.bounds,
+                "dp-setup-released": ",".join(self.budget.released)}
 
     def restore(self, state: Mapping[str, Any], k: int) -> None:
         """Set :meth:`state`'s entries (``k``: the number of clusters of the last counts).
@@ -652,9 +770,18 @@ class PrivateRounds:
         if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 0:
             raise StateError(f"strategy state 'dp-rounds-spent' is {rounds!r}, not a number of rounds")
         budget = self.budget
+        # Absent from a checkpoint written before the setup steps existed: none, bounds declared.
+        released = state.get("dp-setup-released", "")
+        bounds = state.get("dp-data-bounds", self.bounds)
+        names = released.split(",") if isinstance(released, str) and released else []
+        if not isinstance(bounds, str) or sorted(names) != sorted(budget.setup) or not bounds:
+            raise StateError(f"strategy state 'dp-setup-released' {released!r} and "
+                             f"'dp-data-bounds' {bounds!r} do not fit this run's setup steps "
+                             f"({', '.join(budget.setup) or 'none'})")
+        first = combined(budget.setup[name] for name in names)
         for name, ours in (("dp-noise-multiplier", budget.noise_multiplier),
                            ("dp-epsilon-spent", epsilon_spent(budget.noise_multiplier, rounds,
-                                                              budget.delta))):
+                                                              budget.delta, first))):
             if (stored := state_entry(state, name)) != ours:
                 raise StateError(f"strategy state {name!r} is {stored!r}, this run's accountant "
                                  f"gives {ours!r} for {rounds} round(s): the checkpoint's budget "
@@ -665,6 +792,7 @@ class PrivateRounds:
         state_entry(state, "dp-last-counts")  # present even when None (before the first round)
         self.last_counts = state_array(state, "dp-last-counts", (k,), optional=True)
         budget.rounds, self.stop_reason = rounds, stop_reason
+        budget.released, self.bounds = names, bounds
 
     # -- the result -------------------------------------------------------------------
     def result(self, strategy: ClusteringStrategy, federation: Federation, centroids: np.ndarray,
@@ -696,7 +824,10 @@ class PrivateRounds:
             log(INFO, "restart %d: score %.6g over %s (secure aggregation)", restart, score,
                 counted(n_points, "point"))
         self.log_cost()
-        result = RunResult(algorithm=strategy.algorithm, settings=dict(strategy.settings),
+        settings = dict(strategy.settings)
+        if self.dp != "off":  # the bounds the rounds used (estimated ones: the model keeps them)
+            settings["data-bounds"] = self.bounds
+        result = RunResult(algorithm=strategy.algorithm, settings=settings,
                            centroids=np.array(centroids, dtype=np.float64), counts=counts,
                            score=float(score), n_points=n_points, rounds=rounds,
                            converged=converged, best_restart=restart)

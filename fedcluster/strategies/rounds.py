@@ -24,7 +24,7 @@ from .private import PrivateRounds, Totals
 from ..results import RoundRecord
 from .base import ClusteringStrategy, exact_score, round_record
 from .progress import Progress
-from .initialisation import initial_centroids, reject_far_replies
+from .initialisation import BOX_STARTS, initial_centroids, reject_far_replies
 
 
 class RoundBasedStrategy(ClusteringStrategy):
@@ -35,7 +35,7 @@ class RoundBasedStrategy(ClusteringStrategy):
     fields) give ``num_server_rounds``, the largest number of rounds per
     restart; ``tol``, the centroid movement (:meth:`movement`) below which a
     restart stops (0 runs every round); and the start: ``init``
-    (``"local-kmeans"``, ``"kfed"``, ``"random"`` or a (k, d) array file, see
+    (``"local-kmeans"``, ``"kfed"``, ``"random"``, ``"spread"`` or a (k, d) array file, see
     :mod:`.initialisation`) with ``k_prime``, the clients' local clusters for
     ``init="kfed"`` (0: ``k``).
 
@@ -44,7 +44,7 @@ class RoundBasedStrategy(ClusteringStrategy):
     clients answer :attr:`sums_type` (with :meth:`sums_settings`) with
     per-cluster sums and counts, the server gets their totals
     (noisy under DP) and the method combines them in
-    :meth:`aggregate_totals`; the start is random in the declared
+    :meth:`aggregate_totals`; the start is random or spread in the declared
     ``data-bounds`` (or a file), and a DP run stops when its budget is spent.
     """
 
@@ -89,10 +89,10 @@ class RoundBasedStrategy(ClusteringStrategy):
         """The starting centroids of a restart and the exchange that made them (``init``).
 
         Methods with their own initial round (FKM) override this. Under DP or
-        secure aggregation a random start is drawn in the declared bounds.
+        secure aggregation a random or spread start is drawn in the declared bounds.
         """
-        if self.private is not None and self.init == "random":
-            return self.private.initial_centroids(self, federation), None
+        if self.private is not None and self.init in BOX_STARTS:
+            return self.private.initial_centroids(self, federation, self.init), None
         return initial_centroids(self, federation, self.init, k_prime=self.options.local_k)
 
     def begin(self, centroids: np.ndarray) -> None:
@@ -173,9 +173,24 @@ class RoundBasedStrategy(ClusteringStrategy):
 
     def start_restart(self, federation: Federation, restart: int, history: list[RoundRecord]
                       ) -> np.ndarray:
-        """The restart's starting centroids (``init``, or the explicit start), recorded and reported."""
+        """The restart's starting centroids (``init``, or the explicit start), recorded and reported.
+
+        A DP run without declared bounds first estimates them
+        (:meth:`PrivateRounds.estimate_bounds`), recorded as an ``init`` row
+        with the epsilon it spent; so is the private start (``init =
+        private``: :meth:`PrivateRounds.private_start`).
+        """
+        if self.private is not None and self.private.needs_bounds:
+            exchange, epsilon = self.private.estimate_bounds(self, federation)
+            history.append(round_record(restart, 0, "init", math.nan, math.nan, exchange,
+                                        epsilon=epsilon))
         if self.explicit_start is not None:
             centroids, init_exchange = np.array(self.explicit_start, dtype=np.float64), None
+        elif self.private is not None and self.init == "private":
+            centroids, exchange, epsilon = self.private.private_start(self, federation)
+            history.append(round_record(restart, 0, "init", math.nan, math.nan, exchange,
+                                        epsilon=epsilon))
+            init_exchange = None
         else:
             centroids, init_exchange = self.initialise(federation)
         if init_exchange is not None:

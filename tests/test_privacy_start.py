@@ -1,0 +1,140 @@
+"""The no-budget start spread apart in a box (``init = spread``, fedcluster/numerics/spread.py).
+
+It is data-independent (only the box and the seed decide it), lies in the
+box, keeps its centres farther apart than uniform draws do, and splits G2's
+two Gaussians where uniform draws merge them; a DP run starts from it in the
+declared bounds, a plain run in the federated bounding box.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedcluster.config import RunConfig, build_strategy
+from fedcluster.data import load_dataset, partition_indices
+from fedcluster.client.memory import InMemoryFederation
+from fedcluster.numerics import random_in_box, spread_in_box
+
+
+def closest_pair(centres: np.ndarray) -> float:
+    gaps = np.linalg.norm(centres[:, None] - centres[None], axis=2)
+    return float(gaps[np.triu_indices(len(centres), 1)].min())
+
+
+def test_the_spread_start_lies_in_the_box_and_the_seed_fixes_it():
+    low, high = np.array([0.0, -5.0, 10.0]), np.array([1.0, 5.0, 1e3])
+    a = spread_in_box(low, high, 7, rng=np.random.default_rng(3))
+    b = spread_in_box(low, high, 7, rng=np.random.default_rng(3))
+    c = spread_in_box(low, high, 7, rng=np.random.default_rng(4))
+    assert a.shape == (7, 3) and np.all(a >= low) and np.all(a <= high)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_spread_centres_keep_farther_apart_than_uniform_draws():
+    low, high = np.zeros(2), np.full(2, 1e6)
+    spread = [closest_pair(spread_in_box(low, high, 15, rng=np.random.default_rng(s)))
+              for s in range(5)]
+    uniform = [closest_pair(random_in_box(low, high, 15, rng=np.random.default_rng(s)))
+               for s in range(5)]
+    # 15 cells of a square of side 1e6 are about 2.6e5 across; uniform draws come far closer.
+    assert min(spread) > 1.5e5 and min(spread) > 2 * max(uniform)
+
+
+def test_the_spread_start_splits_g2s_two_gaussians_in_every_seed():
+    data = load_dataset("g2-16-30")
+    for seed in range(5):
+        centres = spread_in_box(np.zeros(16), np.full(16, 1100.0), 2, rng=np.random.default_rng(seed))
+        for _ in range(3):  # a few of Lloyd's steps, as the rounds take them
+            nearest = np.argmin(np.linalg.norm(data.X[:, None] - centres[None], axis=2), axis=1)
+            centres = np.array([data.X[nearest == j].mean(axis=0) for j in range(2)])
+        agree = np.mean(nearest == data.labels)
+        assert max(agree, 1 - agree) > 0.99, (seed, agree)
+
+
+def test_a_dp_run_starts_spread_in_the_declared_bounds_and_finds_g2s_clusters():
+    data = load_dataset("g2-16-30")
+    parts = [data.X[i] for i in partition_indices(len(data.X), 4, "iid", seed=0)]
+    for seed in range(3):
+        result = build_strategy(RunConfig.from_mapping({
+            "k": 2, "seed": seed, "init": "spread", "data-bounds": "0:1100", "dp": "central",
+            "secure-aggregation": True, "dp-epsilon": 1.0, "num-server-rounds": 5, "tol": 0.0,
+        })).fit(InMemoryFederation(parts))
+        # The two true centres lie at 500 and 600 per feature: one centroid near each.
+        means = np.sort(result.centroids.mean(axis=1))
+        assert means == pytest.approx([500.0, 600.0], abs=15.0), (seed, means)
+
+
+def test_a_plain_run_starts_spread_in_the_federated_bounding_box():
+    X = load_dataset("s1").X
+    parts = [X[i] for i in partition_indices(len(X), 3, "iid", seed=0)]
+    result = build_strategy(RunConfig.from_mapping({
+        "k": 15, "seed": 0, "init": "spread", "num-server-rounds": 1, "tol": 0.0,
+    })).fit(InMemoryFederation(parts))
+    init = [r for r in result.history if r.phase == "init"]
+    assert len(init) == 1 and init[0].clients_answered == 3
+    assert np.all(result.centroids >= X.min(axis=0)) and np.all(result.centroids <= X.max(axis=0))
+
+
+# -- the private start (init = private, fedcluster/privacy/start.py) --------------------------
+
+def test_weighted_kmeans_over_noisy_cell_counts_finds_the_heavy_cells_and_gives_up_below_k():
+    from fedcluster.privacy.start import centres_from_counts
+
+    points = np.array([[0.0, 0.0], [0.1, 0.0], [10.0, 10.0], [10.0, 10.1], [5.0, 0.0]])
+    counts = np.array([50.0, 50.0, 40.0, 40.0, 2.0])  # the last below 3 noise deviations
+    centres = centres_from_counts(points, counts, 1.0, 2, rng=np.random.default_rng(0))
+    centres = centres[np.argsort(centres[:, 0])]
+    np.testing.assert_allclose(centres, [[0.05, 0.0], [10.0, 10.05]])
+    assert centres_from_counts(points, counts, 30.0, 2, rng=np.random.default_rng(0)) is None
+
+
+def test_a_private_start_spends_its_share_and_finds_g2s_clusters():
+    from fedcluster.privacy.accountant import epsilon_spent, split
+
+    data = load_dataset("g2-16-30")
+    parts = [data.X[i] for i in partition_indices(len(data.X), 4, "iid", seed=0)]
+    result = build_strategy(RunConfig.from_mapping({
+        "k": 2, "seed": 0, "init": "private", "data-bounds": "0:1100", "dp": "central",
+        "secure-aggregation": True, "dp-epsilon": 1.0, "num-server-rounds": 3, "tol": 0.0,
+    })).fit(InMemoryFederation(parts))
+    setup, z = split(1.0, 1e-5, 3, {"start": 0.2})
+    init = [r for r in result.history if r.phase == "init"]
+    assert len(init) == 1 and init[0].clients_answered == 4
+    assert init[0].epsilon == pytest.approx(epsilon_spent(0.0, 0, 1e-5, setup["start"]))
+    assert result.history[-1].epsilon == pytest.approx(1.0, abs=1e-3)
+    assert result.history[-1].epsilon <= 1.0
+    means = np.sort(result.centroids.mean(axis=1))
+    assert means == pytest.approx([500.0, 600.0], abs=15.0)
+
+
+def test_a_liars_cell_counts_cannot_fail_the_start_or_get_honest_clients_rejected(monkeypatch):
+    from fedcluster.client.respond import STEPS
+    from fedcluster.messages import ClientSummary
+    from fedcluster.privacy.kinds import CELL_COUNTS
+
+    X = load_dataset("s1").X
+    parts = [X[i] for i in partition_indices(len(X), 4, "iid", seed=0)]
+    liar, honest_step = parts[0], STEPS[CELL_COUNTS]
+
+    def lying(rows, centroids, config):
+        summary = honest_step(rows, centroids, config)
+        if rows is not liar:
+            return summary
+        return ClientSummary(n=summary.n, counts=np.full_like(summary.counts, -1e15))
+
+    monkeypatch.setitem(STEPS, CELL_COUNTS, lying)
+    result = build_strategy(RunConfig.from_mapping({
+        "k": 15, "seed": 0, "init": "private", "dp": "central", "secure-aggregation": True,
+        "num-server-rounds": 1, "tol": 0.0,
+    })).fit(InMemoryFederation(parts))
+    assert all(r.clients_rejected == 0 and r.clients_answered == 4 for r in result.history)
+    assert result.rounds == 1
+
+
+def test_a_private_start_needs_dp():
+    from fedcluster.config import ConfigError
+
+    with pytest.raises(ConfigError, match="init = private is the start of a DP run"):
+        RunConfig.from_mapping({"init": "private"})
