@@ -185,6 +185,15 @@ class RoundOptions(Options):
     init: Init
     k_prime: KPrime
 
+    @model_validator(mode="before")
+    @classmethod
+    def _private_start_under_dp(cls, data: Any) -> Any:
+        """Under DP, unless ``init`` is given, the private start (no client's centroids leave
+        it, and the start is where a DP run's error comes from; see :mod:`.privacy.start`)."""
+        if isinstance(data, dict) and "init" not in data and data.get("dp", "off") != "off":
+            return {**data, "init": "private"}
+        return data
+
 
 def setting_defaults(model: type[BaseModel]) -> dict[str, Any]:
     """Every setting of ``model`` with its default, by run-config key."""

@@ -114,8 +114,9 @@ def check_privacy(options: Any) -> None:
                          "aggregation needs each client's own centroids")
     init = getattr(options, "init", "random")
     if init in ("local-kmeans", "kfed"):
-        raise ValueError(f"{what} needs init = random or spread (in --data-bounds) or an array file: "
-                         f"init = {init} sends each client's local centroids")
+        raise ValueError(f"{what} needs init = private (under DP), random or spread (in "
+                         f"--data-bounds) or an array file: init = {init} sends each client's "
+                         "local centroids")
     if options.dp != "off" or init in ("random", "spread"):
         # Under DP without them the bounds are estimated with a share of the budget (.bounds).
         if not options.data_bounds and options.dp == "off":
