@@ -37,7 +37,7 @@ from fedcluster.server.flower import FlowerFederation
 from fedcluster.client.memory import InMemoryFederation
 from fedcluster.messages import ProtocolError, Request
 from fedcluster.config import build_strategy
-from fedcluster.privacy import secagg
+from fedcluster.privacy import secagg, secagg_names
 from fedcluster.privacy.checks import TotalCheck
 from fedcluster.privacy.accountant import calibrate, epsilon_spent
 from fedcluster.methods.ffcm.client import FUZZY_SUMS
@@ -53,7 +53,7 @@ BOUNDS = "0:1e6"
 
 def check(fields: tuple[str, ...]) -> TotalCheck:
     """The exact totals' check of S1's sums in the clear (no DP: no radius)."""
-    return TotalCheck(fields, K, 2, secagg.DEFAULT_FRACTION_BITS)
+    return TotalCheck(fields, K, 2, secagg_names.DEFAULT_FRACTION_BITS)
 
 
 def s1_parts(clients: int = 6, split: str = "iid"):

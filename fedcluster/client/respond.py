@@ -28,8 +28,8 @@ from ..local.steps import bounds_request, evaluate_request, local_kmeans_request
 from ..local.summaries import moments_request, silhouette_request, transformed
 from ..methods import METHODS
 from ..privacy.kinds import CELL_COUNTS, DIMENSION, HISTOGRAM, SUMS
-from ..privacy.secagg import BITS_KEY
-from ..privacy.secagg import STAGES as SECAGG_STAGES
+from ..privacy.secagg_names import BITS_KEY
+from ..privacy.secagg_names import STAGES as SECAGG_STAGES
 
 #: Error code of a reply that reports bad input (request or local data).
 BAD_INPUT = 400
@@ -76,7 +76,7 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
     (``min-cluster-size``) and set its DP floor
     (:func:`~fedcluster.local.private.check_dp_request`, which every request
     but a dimension query or a protocol stage passes first). A
-    secure-aggregation stage (:data:`~fedcluster.privacy.secagg.STAGES`)
+    secure-aggregation stage (:data:`~fedcluster.privacy.secagg_names.STAGES`)
     needs the client's ``session`` (its state between stages) and its
     ``node`` id; its masked stage answers the request it wraps with this
     function, with the stage's ``masking`` (only this function sets it, so a

@@ -62,7 +62,7 @@ import numpy as np
 from ..messages import ClientSummary, ProtocolError, Request, request_option, request_setting
 from ..numerics import assign, cluster_stats, namespace_of, to_numpy
 from ..options import Options
-from ..privacy import secagg
+from ..privacy import secagg_names
 from ..privacy.accountant import fits
 from ..privacy.bounds import feature_histogram
 from ..privacy.bounds import sensitivity as histogram_sensitivity
@@ -113,7 +113,7 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
     through the same :func:`~fedcluster.privacy.mechanism.add_noise` as the server's, and the
     squared distances are withheld) and ``secagg-fraction-bits``, the grid
     of the noise (set by :func:`fedcluster.client.respond.respond` from the
-    masked stage; :data:`~fedcluster.privacy.secagg.DEFAULT_FRACTION_BITS` when absent),
+    masked stage; :data:`~fedcluster.privacy.secagg_names.DEFAULT_FRACTION_BITS` when absent),
     besides the floor. The request was held to the client's floor before
     (:func:`check_dp_request`). Every method's sum form (:func:`sums_request`,
     ``ffcm-avg1``'s fuzzy sums) answers through here, so the clipping and the
@@ -124,7 +124,7 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
     bounds = request_option(config, Options, "data-bounds")
     noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
     clip = request_option(config, Options, "dp-clip")
-    bits = config.get(secagg.BITS_KEY, secagg.DEFAULT_FRACTION_BITS)
+    bits = config.get(secagg_names.BITS_KEY, secagg_names.DEFAULT_FRACTION_BITS)
     clipping = Clipping.declared(bounds, clip, given.shape[1]) if bounds else None
     sums, counts, sse = step(X, given, clipping, config)
     if clipping is not None and noise > 0:
@@ -254,12 +254,12 @@ def _setup_reply(X, counts: np.ndarray, config: dict) -> ClientSummary:
     floor before, :func:`check_dp_request`): counts in the clear would show
     single rows in their sparse bins or cells.
     """
-    if secagg.BITS_KEY not in config or config.get("dp", "off") == "off":
+    if secagg_names.BITS_KEY not in config or config.get("dp", "off") == "off":
         raise ProtocolError("counts of a setup step are sent only under DP, inside secure "
                             "aggregation")
     noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
     if noise > 0:
-        counts = discrete_gaussian(counts, noise, config[secagg.BITS_KEY])
+        counts = discrete_gaussian(counts, noise, config[secagg_names.BITS_KEY])
     return ClientSummary(n=int(X.shape[0]), counts=np.ravel(counts))
 
 
@@ -296,15 +296,19 @@ def secure_stage(request: Request, session: MutableMapping[str, Any], node: int,
     ``inner(request, masking)`` answers the masked stage's own request;
     :class:`Masking` holds the threshold this client accepted at the share
     stage, read from its session state (stored by :mod:`fedcluster.privacy.secagg` as JSON
-    under :data:`~fedcluster.privacy.secagg.STATE_KEY`; None when it holds none, which the DP
+    under :data:`~fedcluster.privacy.secagg_names.STATE_KEY`; None when it holds none, which the DP
     check refuses), and the stage's fraction bits (which
     :func:`~fedcluster.privacy.secagg.client_stage` checks before it calls ``inner``).
     """
+    # The protocol's module (and its cryptography) is loaded by the first stage a client runs,
+    # not by every client process: most runs never aggregate securely.
+    from ..privacy import secagg
+
     masking = None
-    if request.kind == secagg.MASKED:
-        text = session.get(secagg.STATE_KEY)
+    if request.kind == secagg_names.MASKED:
+        text = session.get(secagg_names.STATE_KEY)
         threshold = json.loads(text).get("threshold") if isinstance(text, str) else None
-        bits = request.config.get(secagg.BITS_KEY)
+        bits = request.config.get(secagg_names.BITS_KEY)
         if isinstance(threshold, int) and isinstance(bits, int):
             masking = Masking(threshold, bits)
     return secagg.client_stage(request, session, node, lambda wrapped: inner(wrapped, masking))

@@ -127,26 +127,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ..messages import ClientSummary, ProtocolError, Request
-
-SETUP = "query.secagg_setup"
-SHARE = "query.secagg_share"
-MASKED = "query.secagg_masked"
-UNMASK = "query.secagg_unmask"
-#: The request kinds of the four stages, in order.
-STAGES = (SETUP, SHARE, MASKED, UNMASK)
-
-#: Request config keys of the protocol (the masked stage carries the inner step's config too).
-ID_KEY = "secagg-id"
-INNER_KIND_KEY = "secagg-kind"
-FIELDS_KEY = "secagg-fields"
-BITS_KEY = "secagg-fraction-bits"
-#: Fraction bits of the fixed-point encoding by default.
-DEFAULT_FRACTION_BITS = 24
-#: Payload key of a masked-stage reply that names the senders whose key shares this
-#: receiver could not decrypt, or that named another sender or receiver (instead of a vector).
-UNREADABLE = "unreadable"
-#: The vector fields a masked stage may carry, in the order they are packed.
-FIELDS = ("sums", "counts", "sse", "n")
+from .secagg_names import (BITS_KEY, FIELDS, FIELDS_KEY, ID_KEY, INNER_KIND_KEY, MASKED, SETUP,
+                           SHARE, STAGES, STATE_KEY, UNMASK, UNREADABLE)
 
 _CURVE = ec.SECP384R1()
 #: Bytes of a private scalar and of a mask seed: the two secrets a client shares.
@@ -499,9 +481,6 @@ def pack_vector(summary: ClientSummary, fields: Sequence[str]) -> np.ndarray:
 
 
 # -- the client's side ---------------------------------------------------------------------
-#: Key of the client's protocol state (a JSON text) in its session.
-STATE_KEY = "secagg-state"
-
 
 def _load(session: Mapping[str, Any]) -> dict[str, Any]:
     text = session.get(STATE_KEY)
