@@ -121,7 +121,7 @@ def secagg_cost(parts, k, bounds, neighbours):
     from fedcluster.messages import Request
     from fedcluster.privacy.checks import TotalCheck
     from fedcluster.privacy.kinds import SUMS
-    from fedcluster.strategies.private import SecAggCost, secure_sum
+    from fedcluster.strategies.private import SecAggCost, SecureSum
 
     strategy = build_strategy(RunConfig.from_mapping({
         "k": k, "seed": 0, "init": "random", "data-bounds": bounds,
@@ -132,9 +132,9 @@ def secagg_cost(parts, k, bounds, neighbours):
                            "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
     fields = ("sums", "counts", "sse", "n")
     cost = SecAggCost()
-    secure_sum(strategy, InMemoryFederation(parts), list(range(len(parts))), inner, fields,
-               k * pooled.shape[1] + k + 2, what="cost", cost=cost,
-               verify=TotalCheck(fields, k, pooled.shape[1], strategy.options.secagg_fraction_bits))
+    SecureSum(strategy, InMemoryFederation(parts), list(range(len(parts))), inner, fields,
+              k * pooled.shape[1] + k + 2, what="cost", cost=cost,
+              verify=TotalCheck(fields, k, pooled.shape[1], strategy.options.secagg_fraction_bits)).run()
     return cost
 
 

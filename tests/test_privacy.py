@@ -43,7 +43,7 @@ from fedcluster.privacy.accountant import calibrate, epsilon_spent
 from fedcluster.methods.ffcm.client import FUZZY_SUMS
 from fedcluster.privacy.kinds import SUMS
 from fedcluster.privacy.mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
-from fedcluster.strategies.private import secure_sum
+from fedcluster.strategies.private import SecureSum
 from fedcluster.server.artifacts import read_model, write_run
 from harness.inprocess import InProcessGrid
 
@@ -160,9 +160,9 @@ def test_the_server_sees_only_the_total_of_the_sums_and_counts():
     request = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
                              "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
     size = K * 2 + K + 2
-    total, exchange = secure_sum(strategy, probe, list(range(len(parts))), request,
-                                 ("sums", "counts", "sse", "n"), size, what="test",
-                                 verify=check(("sums", "counts", "sse", "n")))
+    total, exchange = SecureSum(strategy, probe, list(range(len(parts))), request,
+                                ("sums", "counts", "sse", "n"), size, what="test",
+                                verify=check(("sums", "counts", "sse", "n"))).run()
     own = plain_sums(parts, centroids)
     expected = np.concatenate([np.sum([s.sums for s in own], 0).ravel(),
                                np.sum([s.counts for s in own], 0), [sum(s.sse for s in own)],
@@ -184,8 +184,8 @@ def test_a_client_that_drops_out_mid_round_leaves_the_total_of_the_others():
     strategy = build_strategy(config(**{"secure-aggregation": True, "secagg-threshold": 0.7}))
     inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
                            "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
-    total, exchange = secure_sum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1,
-                                 what="round 1", verify=check(("counts", "n")))
+    total, exchange = SecureSum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1,
+                                what="round 1", verify=check(("counts", "n"))).run()
     others = [p for i, p in enumerate(parts) if i not in (2, 5)]
     own = plain_sums(others, centroids)
     assert np.array_equal(total, np.concatenate([np.sum([s.counts for s in own], 0),
@@ -196,8 +196,8 @@ def test_a_client_that_drops_out_mid_round_leaves_the_total_of_the_others():
                                                    5: secagg.MASKED})
     with pytest.raises(RunFailed, match="secure aggregation: 4 of 7 clients left at the masked "
                                         "inputs, 5 needed"):
-        secure_sum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1, what="round 1",
-                   verify=check(("counts", "n")))
+        SecureSum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1, what="round 1",
+                  verify=check(("counts", "n"))).run()
 
 
 def test_a_client_never_sends_both_shares_of_one_node():
@@ -261,8 +261,8 @@ def test_secagg_plus_sums_exactly_with_ciphertexts_to_neighbours_only():
     strategy = build_strategy(config(**{"secure-aggregation": True, "secagg-neighbours": 4}))
     request = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
                              "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
-    total, exchange = secure_sum(strategy, probe, list(range(10)), request, ("sums", "counts", "n"),
-                                 K * 3 + 1, what="test", verify=check(("sums", "counts", "n")))
+    total, exchange = SecureSum(strategy, probe, list(range(10)), request, ("sums", "counts", "n"),
+                                K * 3 + 1, what="test", verify=check(("sums", "counts", "n"))).run()
     own = plain_sums(parts, centroids)
     expected = np.concatenate([np.sum([s.sums for s in own], 0).ravel(),
                                np.sum([s.counts for s in own], 0), [sum(s.n for s in own)]])
@@ -293,8 +293,8 @@ def test_secagg_plus_survives_dropouts_within_a_neighbourhoods_threshold():
     inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
                            "dp-client-noise": 0.0, "min-cluster-size": 2}, centroids)
     probe = NeighbourDrop(InMemoryFederation(parts), 2)
-    total, exchange = secure_sum(strategy, probe, list(range(10)), inner, ("counts", "n"), K + 1,
-                                 what="round 1", verify=check(("counts", "n")))
+    total, exchange = SecureSum(strategy, probe, list(range(10)), inner, ("counts", "n"), K + 1,
+                                what="round 1", verify=check(("counts", "n"))).run()
     gone = sorted(probe.drop)
     others = [p for i, p in enumerate(parts) if i not in gone]
     own = plain_sums(others, centroids)
@@ -311,8 +311,8 @@ def test_secagg_plus_survives_dropouts_within_a_neighbourhoods_threshold():
         assert alive | dropped == near[node] and dropped == near[node] & set(gone)
     with pytest.raises(RunFailed, match=r"2 of node \d+'s neighbourhood of 5 left at the masked "
                                         r"inputs, 3 needed"):
-        secure_sum(strategy, NeighbourDrop(InMemoryFederation(parts), 3), list(range(10)), inner,
-                   ("counts", "n"), K + 1, what="round 1", verify=check(("counts", "n")))
+        SecureSum(strategy, NeighbourDrop(InMemoryFederation(parts), 3), list(range(10)), inner,
+                  ("counts", "n"), K + 1, what="round 1", verify=check(("counts", "n"))).run()
 
 
 def test_the_default_degree_follows_the_number_of_participants():
@@ -349,8 +349,8 @@ def test_the_default_is_sparse_above_twenty_and_sums_exactly_even_with_a_dropout
     assert degree < 39
     for drop in (0, 1):
         probe = NeighbourDrop(InMemoryFederation(parts), drop)
-        total, exchange = secure_sum(strategy, probe, list(range(40)), inner, fields, K * 3 + 1,
-                                     what="test", verify=check(fields))
+        total, exchange = SecureSum(strategy, probe, list(range(40)), inner, fields, K * 3 + 1,
+                                    what="test", verify=check(fields)).run()
         others = [p for i, p in enumerate(parts) if i not in probe.drop]
         own = plain_sums(others, centroids)
         expected = np.concatenate([np.sum([s.sums for s in own], 0).ravel(),
@@ -369,8 +369,8 @@ def test_a_user_set_degree_wins_and_one_below_the_default_is_logged(flwr_log):
                            "dp-client-noise": 0.0, "min-cluster-size": 2}, X[:K] + 0.25)
     strategy = build_strategy(config(**{"secure-aggregation": True, "secagg-neighbours": 2}))
     probe = Probe(InMemoryFederation(parts))
-    secure_sum(strategy, probe, list(range(40)), inner, ("counts", "n"), K + 1, what="round 1",
-               verify=check(("counts", "n")))
+    SecureSum(strategy, probe, list(range(40)), inner, ("counts", "n"), K + 1, what="round 1",
+              verify=check(("counts", "n"))).run()
     assert all(r.config["neighbours"] == 2 and r.config["threshold"] == 2
                for r in stage_requests(probe, secagg.SHARE).values())
     lines = [r.getMessage() for r in flwr_log]

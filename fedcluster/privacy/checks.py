@@ -5,7 +5,7 @@ vector is garbage (random bytes, zeros) or whose unmasking shares are wrong
 turns the decoded total into garbage that no one can trace to it. The
 server cannot check a client, but it can check the total: honest totals
 obey rules that a garbage total breaks with overwhelming probability, and a
-total that breaks one is never used (:func:`~fedcluster.strategies.private.secure_sum` fails the
+total that breaks one is never used (:class:`~fedcluster.strategies.private.SecureSum` fails the
 round naming the participants).
 
 The rules, for ``m`` survivors, ``f`` fraction bits, ``k`` clusters, ``d``
@@ -59,7 +59,7 @@ _ENCODED_BITS = 90
 
 #: ``verify(values, survivors, threshold)``: why the decoded total is impossible, "" if it is not.
 #: The survivors and the threshold are known only once the aggregation ran (the fixed-point
-#: error and the distributed noise grow with them), so :func:`~fedcluster.strategies.private.secure_sum` passes them.
+#: error and the distributed noise grow with them), so :class:`~fedcluster.strategies.private.SecureSum` passes them.
 Verify = Callable[[np.ndarray, int, int], str]
 
 

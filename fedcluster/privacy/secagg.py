@@ -80,7 +80,7 @@ most ``m * 2^-(f+1)`` per entry (counts and row numbers are exact); a value
 must stay below ``2^(90 - f)`` in magnitude (7e19 for ``f = 24``), else the
 client refuses with an error reply that names it.
 
-Against a dishonest client (the server's side, :func:`~fedcluster.strategies.private.secure_sum`):
+Against a dishonest client (the server's side, :class:`~fedcluster.strategies.private.SecureSum`):
 a public key that is not a P-384 point, or one that two clients sent, leaves
 its senders out of the aggregation by name; a receiver that cannot read a
 sender's encrypted key shares (or finds them addressed to another) names the

@@ -6,7 +6,7 @@ on. Each round it asks the sampled clients for one step in sum form (the
 strategy's ``sums_type``: :data:`~fedcluster.privacy.kinds.SUMS`, a Lloyd step, or
 ``ffcm-avg1``'s fuzzy sums, whose counts are the supports ``sum_i u_ij^m``),
 obtains the totals of their sums, counts (and, without
-DP, squared distances and rows) through :func:`secure_sum` (it sees only the
+DP, squared distances and rows) through :class:`SecureSum` (it sees only the
 total: DP of either kind needs secure aggregation, as the sum form has no
 floor per cluster), adds
 the central noise (``dp = central``) or relies on the clients' shares of it
@@ -76,7 +76,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -176,20 +176,21 @@ class _Restart(Exception):
         self.dropped = dropped
 
 
-def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list[int],
-               inner: Request, fields: tuple[str, ...], size: int, *, what: str, verify: Verify,
-               inner_config=None, cost: SecAggCost | None = None
-               ) -> tuple[np.ndarray, Exchange[ClientSummary]]:
+class SecureSum:
     """The total of ``fields`` (``size`` values) of the replies to ``inner``, through SecAgg(+), checked.
 
-    The exchange's ``accepted`` holds, for each survivor, an empty summary
-    (the server never has its values); ``rejected`` the reason each other
-    participant left. The quorum (``min-answer-fraction``) applies to the
-    survivors, the threshold to the survivors of every participant's
-    neighbourhood (the participant and its neighbours in
-    :func:`~fedcluster.privacy.secagg.neighbour_graph`, the only ones it exchanges keys, shares
-    and masks with: all of them under SecAgg; the degree and the threshold
-    are :func:`~fedcluster.privacy.secagg.graph_rule`'s for ``secagg-neighbours``).
+    :meth:`run` gives the total and the exchange; one try of the protocol is
+    its four stages, a method each (:meth:`key_exchange`,
+    :meth:`share_exchange`, :meth:`masked_inputs`, :meth:`unmasking`), which
+    keep what the later stages need as attributes. The exchange's
+    ``accepted`` holds, for each survivor, an empty summary (the server never
+    has its values); ``rejected`` the reason each other participant left. The
+    quorum (``min-answer-fraction``) applies to the survivors, the threshold
+    to the survivors of every participant's neighbourhood (the participant and
+    its neighbours in :func:`~fedcluster.privacy.secagg.neighbour_graph`, the
+    only ones it exchanges keys, shares and masks with: all of them under
+    SecAgg; the degree and the threshold are
+    :func:`~fedcluster.privacy.secagg.graph_rule`'s for ``secagg-neighbours``).
     ``inner_config(threshold)``, if given, adds to the inner request's config
     once the threshold is known (distributed noise).
 
@@ -217,89 +218,199 @@ def secure_sum(strategy: ClusteringStrategy, federation: Federation, nodes: list
     * the total: ``verify(values, survivors, threshold)`` (:mod:`fedcluster.privacy.checks`)
       returns why the decoded values cannot be an honest total, "" if they
       can; a total that fails is never returned.
-
-    Raises
-    ------
-    RunFailed
-        Fewer survivors than the quorum, or than the threshold in some
-        neighbourhood, masks that cannot be removed, accusations that go on
-        after :data:`MAX_RESTARTS` restarts, or a total that fails ``verify``
-        (the message names the participants: whose vector or shares were
-        dishonest cannot be told).
     """
-    cost = cost if cost is not None else SecAggCost()
-    exchange: Exchange[ClientSummary] = Exchange(sent=sorted(set(nodes)))
-    started, cpu_started = time.monotonic(), time.process_time()
 
-    def fail(why: str) -> None:
+    def __init__(self, strategy: ClusteringStrategy, federation: Federation, nodes: list[int],
+                 inner: Request, fields: tuple[str, ...], size: int, *, what: str, verify: Verify,
+                 inner_config=None, cost: SecAggCost | None = None) -> None:
+        self.strategy, self.federation, self.options = strategy, federation, strategy.options
+        self.inner, self.fields, self.size = inner, fields, size
+        self.what, self.verify, self.inner_config = what, verify, inner_config
+        self.cost = cost if cost is not None else SecAggCost()
+        self.exchange: Exchange[ClientSummary] = Exchange(sent=sorted(set(nodes)))
+
+    def run(self) -> tuple[np.ndarray, Exchange[ClientSummary]]:
+        """The checked total and the exchange; tries again without the accused (:meth:`masked_inputs`).
+
+        Raises
+        ------
+        RunFailed
+            Fewer survivors than the quorum, or than the threshold in some
+            neighbourhood, masks that cannot be removed, accusations that go on
+            after :data:`MAX_RESTARTS` restarts, or a total that fails ``verify``
+            (the message names the participants: whose vector or shares were
+            dishonest cannot be told).
+        """
+        cost, exchange = self.cost, self.exchange
+        started, cpu_started = time.monotonic(), time.process_time()
+        participants = list(exchange.sent)
+        for restart in range(MAX_RESTARTS + 1):
+            try:
+                total = self.attempt(participants)
+                break
+            except _Restart as exc:
+                cost.aggregations += 1
+                exchange.rejected.update(exc.dropped)
+                accused = ", ".join(map(str, sorted(exc.dropped)))
+                if restart == MAX_RESTARTS:
+                    self.fail(f"key shares still unreadable after {MAX_RESTARTS} restarts: " + "; ".join(
+                        f"node {node}: {reason.split(': ', 1)[1]}" for node, reason in exc.dropped.items()))
+                # Those that left this try for another reason stay out too.
+                participants = [n for n in participants if n not in exchange.rejected]
+                log(WARNING, "%s: secure aggregation starts again without node(s) %s", self.what,
+                    accused)
+        values = secagg.decode(total, self.options.secagg_fraction_bits)
+        if reason := self.verify(values, len(self.survivors), self.threshold):
+            self.fail(f"the secure total failed its check: {reason}: a participant's masked vector "
+                      f"or unmasking shares were not honest (secure aggregation cannot tell whose; "
+                      f"participants: node(s) {', '.join(map(str, self.survivors))})")
+        for node in self.survivors:
+            if node not in exchange.rejected:
+                exchange.accepted[node] = ClientSummary(n=0)
+        for node in self.dropped:
+            exchange.rejected.setdefault(node, "dropped out after the key exchange")
         for node, reason in exchange.rejected.items():
-            log(WARNING, "%s: rejected node %d: %s", what, node, reason)
-        raise RunFailed(f"{what}: secure aggregation: {why}")
+            log(WARNING, "%s: rejected node %d: %s", self.what, node, reason)
+        cost.aggregations += 1
+        cost.dropped += len(self.dropped)
+        cost.seconds += time.monotonic() - started
+        cost.cpu_seconds += time.process_time() - cpu_started
+        self.strategy.check_quorum(exchange, self.what)
+        return values, exchange
 
-    participants = list(exchange.sent)
-    for restart in range(MAX_RESTARTS + 1):
+    def attempt(self, nodes: list[int]) -> np.ndarray:
+        """One run of the four stages over ``nodes`` under a new id: the unmasked uint64 total.
+
+        Reasons for leaving a participant out go to the exchange's ``rejected``.
+
+        Raises
+        ------
+        _Restart
+            Receivers named senders whose key shares they could not read.
+        """
+        rng = self.strategy.rng
+        self.agg_id = uuid.UUID(int=int(rng.integers(2**63)) << 64 | int(rng.integers(2**63))).hex
+        self.base = {secagg.ID_KEY: self.agg_id}
+        self.key_exchange(nodes)
+        self.share_exchange()
+        self.masked_inputs()
+        return self.unmasking()
+
+    # -- the stages -------------------------------------------------------------------
+    def key_exchange(self, nodes: list[int]) -> None:
+        """Stage 1: every node's two public keys; then the graph among those with distinct keys."""
+        keys = self.ask(secagg.SETUP, {n: Request(secagg.SETUP, self.base) for n in nodes},
+                        self._check_keys)
+        # A key that two replies carry would let one read the other's shares, and every client
+        # would refuse the list: all its senders are left out (which of them copied is unknown).
+        for node, reason in _clashing_keys(keys).items():
+            self.exchange.rejected[node] = reason
+            del keys[node]
+        options = self.options
+        self.quorum = max(2, math.ceil(options.min_answer_fraction * len(self.exchange.sent) - 1e-9))
+        self.need(len(keys), self.quorum, "the key exchange")
+        self.keys, self.members = keys, sorted(keys)
+        parties = len(self.members)
+        self.degree, self.threshold = secagg.graph_rule(options.secagg_neighbours, parties,
+                                                        options.secagg_threshold)
+        self.cost.note_graph(parties, self.degree, self.threshold, options.secagg_neighbours,
+                             options.secagg_threshold, self.what)
+        # Fresh bits in the order's key: the graph must not be known before the run (auto_graph's
+        # analysis places the corrupt clients independently of it), and the seeded id is knowable.
+        self.graph = secagg.neighbour_graph(self.agg_id + os.urandom(16).hex(), self.members,
+                                            self.degree)
+        self.hoods = {n: sorted({n, *self.graph[n]}) for n in self.members}
+
+    def share_exchange(self) -> None:
+        """Stage 2: each node's encrypted shares for its neighbours, sorted into their inboxes."""
+        shares = self.ask(secagg.SHARE, {n: self._share_request(n) for n in self.members},
+                          self._check_shares)
+        self.need(len(shares), max(self.quorum, self.threshold), "the share exchange")
+        self.sharers = sorted(shares)
+        self.inbox: dict[int, tuple[list[int], list[bytes]]] = {n: ([], []) for n in self.sharers}
+        for source in self.sharers:
+            for destination, ciphertext in zip(secagg.node_list(shares[source]["dst"]),
+                                               shares[source]["ct"]):
+                if destination in self.inbox:
+                    self.inbox[destination][0].append(source)
+                    self.inbox[destination][1].append(ciphertext)
+        # Whom each sharer masks with and holds shares of: itself and its neighbours that shared.
+        self.near = {n: {n, *self.inbox[n][0]} for n in self.sharers}
+
+    def masked_inputs(self) -> None:
+        """Stage 3: each sharer's masked vector, or its accusations (then :class:`_Restart`)."""
+        inner = self.inner
+        extra = self.inner_config(self.threshold) if self.inner_config is not None else {}
+        config = {**inner.config, **extra, **self.base, secagg.INNER_KIND_KEY: inner.kind,
+                  secagg.FIELDS_KEY: ",".join(self.fields),
+                  secagg.BITS_KEY: self.options.secagg_fraction_bits}
+        requests = {n: Request(secagg.MASKED, {**config, "src": secagg.node_bytes(self.inbox[n][0]),
+                                               "ct": self.inbox[n][1]}, inner.centroids)
+                    for n in self.sharers}
+        self.accusations: dict[int, list[int]] = {}
+        self.masked = self.ask(secagg.MASKED, requests, self._check_masked)
+        if self.accusations:
+            raise _Restart(self._accused())
+        self.survivors = sorted(self.masked)
+        self.dropped = [n for n in self.sharers if n not in self.masked]
+        self.need(len(self.survivors), max(self.quorum, self.threshold), "the masked inputs")
+        for node in self.sharers:  # SecAgg+: per neighbourhood (implied by the line above under SecAgg)
+            left = len(self.near[node] & set(self.survivors))
+            if left < self.threshold:
+                self.fail(f"{left} of node {node}'s neighbourhood of {len(self.near[node])} left "
+                          f"at the masked inputs, {self.threshold} needed to rebuild its masks")
+
+    def unmasking(self) -> np.ndarray:
+        """Stage 4: the survivors' shares of the survivors' seeds and the dropped's keys; the total."""
+        survivors, dropped = self.survivors, self.dropped
+        # Each survivor learns the survivors and the dropped of its own neighbourhood only.
+        split = {n: ([s for s in survivors if s in self.near[n]],
+                     [d for d in dropped if d in self.near[n]]) for n in survivors}
+        self.expected = {n: [*alive, *gone] for n, (alive, gone) in split.items()}
+        unmasks = self.ask(secagg.UNMASK, {
+            n: Request(secagg.UNMASK, {**self.base, "survivors": secagg.node_bytes(alive),
+                                       "dropped": secagg.node_bytes(gone)})
+            for n, (alive, gone) in split.items()}, self._check_unmask)
+        self.need(len(unmasks), self.threshold, "the unmasking")
+        seed_shares: dict[int, list[tuple[int, bytes]]] = {n: [] for n in survivors}
+        key_shares: dict[int, list[tuple[int, bytes]]] = {n: [] for n in dropped}
+        wrong: set[int] = set()
+        for node, payload in unmasks.items():
+            for owner, share in zip(self.expected[node], payload["shares"]):
+                # A share is the holder's place in the owner's neighbourhood (1-based) and one block
+                # per 16 bytes of the secret: another index or length cannot be honest.
+                length = 1 + (secagg.SEED_BYTES if owner in seed_shares else secagg.SCALAR_BYTES)
+                if len(share) != length or share[0] != self.hoods[owner].index(node) + 1:
+                    wrong.add(node)
+                    continue
+                (seed_shares if owner in seed_shares else key_shares)[owner].append((node, share))
+        pk1 = {n: self.keys[n]["pk1"] for n in self.members}
         try:
-            total, survivors, threshold, dropped = _aggregate(
-                strategy, federation, participants, inner, fields, size, exchange, fail,
-                inner_config, cost, what)
-            break
-        except _Restart as exc:
-            cost.aggregations += 1
-            exchange.rejected.update(exc.dropped)
-            accused = ", ".join(map(str, sorted(exc.dropped)))
-            if restart == MAX_RESTARTS:
-                fail(f"key shares still unreadable after {MAX_RESTARTS} restarts: " + "; ".join(
-                    f"node {node}: {reason.split(': ', 1)[1]}" for node, reason in exc.dropped.items()))
-            # Those that left this try for another reason stay out too.
-            participants = [n for n in participants if n not in exchange.rejected]
-            log(WARNING, "%s: secure aggregation starts again without node(s) %s", what, accused)
-    values = secagg.decode(total, strategy.options.secagg_fraction_bits)
-    if reason := verify(values, len(survivors), threshold):
-        fail(f"the secure total failed its check: {reason}: a participant's masked vector or "
-             f"unmasking shares were not honest (secure aggregation cannot tell whose; "
-             f"participants: node(s) {', '.join(map(str, survivors))})")
-    for node in survivors:
-        if node not in exchange.rejected:
-            exchange.accepted[node] = ClientSummary(n=0)
-    for node in dropped:
-        exchange.rejected.setdefault(node, "dropped out after the key exchange")
-    for node, reason in exchange.rejected.items():
-        log(WARNING, "%s: rejected node %d: %s", what, node, reason)
-    cost.aggregations += 1
-    cost.dropped += len(dropped)
-    cost.seconds += time.monotonic() - started
-    cost.cpu_seconds += time.process_time() - cpu_started
-    strategy.check_quorum(exchange, what)
-    return values, exchange
+            total, disagreeing = secagg.unmasked_total(
+                {n: np.frombuffer(self.masked[n]["masked"], dtype="<u8").astype(np.uint64)
+                 for n in survivors},
+                pk1, seed_shares, key_shares, self.threshold, self.near)
+        except (ProtocolError, ValueError) as exc:
+            self.fail(f"could not remove the masks: {exc}")
+        for node in sorted(wrong | disagreeing):
+            self.exchange.rejected[node] = (f"{secagg.UNMASK}: sent unmasking shares that disagree "
+                                            f"with the others' (its own masked vector stays in the total)")
+        return total
 
-
-def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list[int],
-               inner: Request, fields: tuple[str, ...], size: int,
-               exchange: Exchange[ClientSummary], fail, inner_config, cost: SecAggCost, what: str
-               ) -> tuple[np.ndarray, list[int], int, list[int]]:
-    """One run of the four stages over ``nodes``: the unmasked total, survivors, threshold, dropped.
-
-    Reasons for leaving a participant out go to ``exchange.rejected``.
-
-    Raises
-    ------
-    _Restart
-        Receivers named senders whose key shares they could not read.
-    """
-    options = strategy.options
-    agg_id = uuid.UUID(int=int(strategy.rng.integers(2**63)) << 64 | int(strategy.rng.integers(2**63))).hex
-
-    def stage(kind: str, requests: dict[int, Request], check) -> dict[int, dict]:
+    # -- asking and checking ----------------------------------------------------------
+    def ask(self, kind: str, requests: dict[int, Request], check) -> dict[int, dict]:
+        """The payloads of the replies to one stage's ``requests`` that pass ``check(node, payload)``."""
+        cost, exchange = self.cost, self.exchange
         stage_started = time.monotonic()
         cost.request_rounds += 1
         cost.bytes_to_clients += sum(_payload_bytes(dict(r.config)) for r in requests.values())
         got = {}
-        for answer in federation.ask(requests, sorted(requests), strategy.round_timeout):
+        for answer in self.federation.ask(requests, sorted(requests), self.strategy.round_timeout):
             node = answer.node
             if node not in requests or node in got:
                 continue
             if answer.sampling_key is not None:
-                strategy.sampling_keys[node] = answer.sampling_key
+                self.strategy.sampling_keys[node] = answer.sampling_key
             if answer.summary is None:
                 exchange.rejected[node] = f"{kind}: {answer.error or 'no reply'}"
                 continue
@@ -317,106 +428,69 @@ def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list
             time.monotonic() - stage_started)
         return got
 
-    def need(count: int, minimum: int, stage_name: str) -> None:
-        if count < minimum:
-            fail(f"{count} of {len(exchange.sent)} clients left at {stage_name}, {minimum} needed")
+    def fail(self, why: str) -> NoReturn:
+        for node, reason in self.exchange.rejected.items():
+            log(WARNING, "%s: rejected node %d: %s", self.what, node, reason)
+        raise RunFailed(f"{self.what}: secure aggregation: {why}")
 
-    def check_keys(node, payload):
+    def need(self, count: int, minimum: int, stage_name: str) -> None:
+        if count < minimum:
+            self.fail(f"{count} of {len(self.exchange.sent)} clients left at {stage_name}, "
+                      f"{minimum} needed")
+
+    @staticmethod
+    def _check_keys(node, payload) -> None:
         for key in ("pk1", "pk2"):
             if not isinstance(payload.get(key), bytes):
                 raise ProtocolError(f"'{key}' is not bytes")
             secagg.public_point(payload[key])
 
-    base = {secagg.ID_KEY: agg_id}
-    keys = stage(secagg.SETUP, {n: Request(secagg.SETUP, base) for n in nodes}, check_keys)
-    # A key that two replies carry would let one read the other's shares, and every client
-    # would refuse the list: all its senders are left out (which of them copied is unknown).
-    senders: dict[bytes, list[int]] = {}
-    for node, payload in keys.items():
-        for key in {payload["pk1"], payload["pk2"]}:
-            senders.setdefault(key, []).append(node)
-        if payload["pk1"] == payload["pk2"]:
-            senders[payload["pk1"]].append(node)
-    clashing = {node: sorted(set(group) - {node}) for group in senders.values() if len(group) > 1
-                for node in group}
-    for node, others in clashing.items():
-        exchange.rejected[node] = (f"{secagg.SETUP}: sent a public key that " + (
-            f"node(s) {', '.join(map(str, others))} also sent" if others else "it sent twice")
-            + "; every sender of a clashing key is left out of this aggregation")
-        del keys[node]
-    quorum = max(2, math.ceil(options.min_answer_fraction * len(exchange.sent) - 1e-9))
-    need(len(keys), quorum, "the key exchange")
-    members = sorted(keys)
-    degree, threshold = secagg.graph_rule(options.secagg_neighbours, len(members),
-                                          options.secagg_threshold)
-    cost.note_graph(len(members), degree, threshold, options.secagg_neighbours,
-                    options.secagg_threshold, what)
-    # Fresh bits in the order's key: the graph must not be known before the run (auto_graph's
-    # analysis places the corrupt clients independently of it), and the seeded id is knowable.
-    graph = secagg.neighbour_graph(agg_id + os.urandom(16).hex(), members, degree)
-    pk1 = {n: keys[n]["pk1"] for n in members}
-    hoods = {n: sorted({n, *graph[n]}) for n in members}
-
-    def share_request(node):
+    def _share_request(self, node: int) -> Request:
         """The node's neighbourhood (itself and its neighbours) with their keys, and the rule."""
-        hood = hoods[node]
+        hood, keys = self.hoods[node], self.keys
         return Request(secagg.SHARE, {
-            **base, "nodes": secagg.node_bytes(hood), "threshold": threshold,
-            "neighbours": degree, "participants": len(members),
+            **self.base, "nodes": secagg.node_bytes(hood), "threshold": self.threshold,
+            "neighbours": self.degree, "participants": len(self.members),
             "pk1": [keys[n]["pk1"] for n in hood], "pk2": [keys[n]["pk2"] for n in hood]})
 
-    def check_shares(node, payload):
+    def _check_shares(self, node, payload) -> None:
         destinations = secagg.node_list(payload.get("dst", b"x"))
         ciphertexts = payload.get("ct")
-        if sorted(destinations) != graph[node] or \
+        if sorted(destinations) != self.graph[node] or \
                 not isinstance(ciphertexts, list) or len(ciphertexts) != len(destinations) or \
                 not all(isinstance(c, bytes) for c in ciphertexts):
             raise ProtocolError("the encrypted shares do not address each neighbour once")
 
-    shares = stage(secagg.SHARE, {n: share_request(n) for n in members}, check_shares)
-    need(len(shares), max(quorum, threshold), "the share exchange")
-    sharers = sorted(shares)
-    inbox: dict[int, tuple[list[int], list[bytes]]] = {n: ([], []) for n in sharers}
-    for source in sharers:
-        for destination, ciphertext in zip(secagg.node_list(shares[source]["dst"]),
-                                           shares[source]["ct"]):
-            if destination in inbox:
-                inbox[destination][0].append(source)
-                inbox[destination][1].append(ciphertext)
-    # Whom each sharer masks with and holds shares of: itself and its neighbours that shared.
-    near = {n: {n, *inbox[n][0]} for n in sharers}
-    inner_extra = inner_config(threshold) if inner_config is not None else {}
-    masked_base = {**inner.config, **inner_extra, **base, secagg.INNER_KIND_KEY: inner.kind,
-                   secagg.FIELDS_KEY: ",".join(fields),
-                   secagg.BITS_KEY: options.secagg_fraction_bits}
-    masked_requests = {n: Request(secagg.MASKED, {**masked_base, "src": secagg.node_bytes(inbox[n][0]),
-                                                  "ct": inbox[n][1]}, inner.centroids)
-                       for n in sharers}
-    accusations: dict[int, list[int]] = {}
-
-    def check_masked(node, payload):
+    def _check_masked(self, node, payload) -> None:
         if secagg.UNREADABLE in payload:
             named = secagg.node_list(payload[secagg.UNREADABLE])
-            if not named or not set(named) <= set(inbox[node][0]):
+            if not named or not set(named) <= set(self.inbox[node][0]):
                 raise ProtocolError("it names as unreadable senders that sent it no key shares")
-            accusations[node] = sorted(set(named))
+            self.accusations[node] = sorted(set(named))
             raise ProtocolError("names senders whose key shares it could not read")
         vector = payload.get("masked")
-        if not isinstance(vector, bytes) or len(vector) != 8 * secagg.LIMBS * size:
-            raise ProtocolError(f"the masked vector is not {secagg.LIMBS} x {size} uint64 words")
+        if not isinstance(vector, bytes) or len(vector) != 8 * secagg.LIMBS * self.size:
+            raise ProtocolError(f"the masked vector is not {secagg.LIMBS} x {self.size} uint64 words")
 
-    masked = stage(secagg.MASKED, masked_requests, check_masked)
-    if accusations:
+    def _check_unmask(self, node, payload) -> None:
+        if secagg.node_list(payload.get("nodes", b"x")) != self.expected[node] or \
+                not isinstance(payload.get("shares"), list) or \
+                len(payload["shares"]) != len(self.expected[node]) or \
+                not all(isinstance(s, bytes) for s in payload["shares"]):
+            raise ProtocolError("the unmasking shares do not name the survivors and the dropped")
+
+    def _accused(self) -> dict[int, str]:
+        """Whom the masked stage's accusations leave out of the next try, and why (logged)."""
         accusers: dict[int, list[int]] = {}
         dropped_now: dict[int, str] = {}
-        for accuser, named in accusations.items():
+        for accuser, named in self.accusations.items():
             # The accuser is kept: its reply named others instead of failing.
-            exchange.rejected.pop(accuser, None)
-            if len(named) > len(graph[accuser]) / 2:
+            self.exchange.rejected.pop(accuser, None)
+            if len(named) > len(self.graph[accuser]) / 2:
                 dropped_now[accuser] = (
-                    f"{secagg.MASKED}: accused {len(named)} of its {len(graph[accuser])} neighbours "
-                    f"(node(s) {', '.join(map(str, named))}) of unreadable key shares: more than "
-                    "half, so it is taken for the suspect")
+                    f"{secagg.MASKED}: accused {len(named)} of its {len(self.graph[accuser])} "
+                    f"neighbours (node(s) {', '.join(map(str, named))}) of unreadable key shares: "
+                    "more than half, so it is taken for the suspect")
                 continue
             for sender in named:
                 accusers.setdefault(sender, []).append(accuser)
@@ -427,55 +501,24 @@ def _aggregate(strategy: ClusteringStrategy, federation: Federation, nodes: list
                     f"receiver(s) (node(s) {', '.join(map(str, by))}; the server cannot tell "
                     "which side lies)")
         for node, reason in dropped_now.items():
-            log(WARNING, "%s: node %d: %s", what, node, reason.split(": ", 1)[1])
-        raise _Restart(dropped_now)
-    survivors = sorted(masked)
-    dropped = [n for n in sharers if n not in masked]
-    need(len(survivors), max(quorum, threshold), "the masked inputs")
-    for node in sharers:  # SecAgg+: per neighbourhood (implied by the line above under SecAgg)
-        left = len(near[node] & set(survivors))
-        if left < threshold:
-            fail(f"{left} of node {node}'s neighbourhood of {len(near[node])} left at the masked "
-                 f"inputs, {threshold} needed to rebuild its masks")
-    # Each survivor learns the survivors and the dropped of its own neighbourhood only.
-    split = {n: ([s for s in survivors if s in near[n]], [d for d in dropped if d in near[n]])
-             for n in survivors}
-    expected = {n: [*alive, *gone] for n, (alive, gone) in split.items()}
+            log(WARNING, "%s: node %d: %s", self.what, node, reason.split(": ", 1)[1])
+        return dropped_now
 
-    def check_unmask(node, payload):
-        if secagg.node_list(payload.get("nodes", b"x")) != expected[node] or \
-                not isinstance(payload.get("shares"), list) or \
-                len(payload["shares"]) != len(expected[node]) or \
-                not all(isinstance(s, bytes) for s in payload["shares"]):
-            raise ProtocolError("the unmasking shares do not name the survivors and the dropped")
 
-    unmasks = stage(secagg.UNMASK, {
-        n: Request(secagg.UNMASK, {**base, "survivors": secagg.node_bytes(alive),
-                                   "dropped": secagg.node_bytes(gone)})
-        for n, (alive, gone) in split.items()}, check_unmask)
-    need(len(unmasks), threshold, "the unmasking")
-    seed_shares: dict[int, list[tuple[int, bytes]]] = {n: [] for n in survivors}
-    key_shares: dict[int, list[tuple[int, bytes]]] = {n: [] for n in dropped}
-    wrong: set[int] = set()
-    for node, payload in unmasks.items():
-        for owner, share in zip(expected[node], payload["shares"]):
-            # A share is the holder's place in the owner's neighbourhood (1-based) and one block
-            # per 16 bytes of the secret: another index or length cannot be honest.
-            length = 1 + (secagg.SEED_BYTES if owner in seed_shares else secagg.SCALAR_BYTES)
-            if len(share) != length or share[0] != hoods[owner].index(node) + 1:
-                wrong.add(node)
-                continue
-            (seed_shares if owner in seed_shares else key_shares)[owner].append((node, share))
-    try:
-        total, disagreeing = secagg.unmasked_total(
-            {n: np.frombuffer(masked[n]["masked"], dtype="<u8").astype(np.uint64) for n in survivors},
-            pk1, seed_shares, key_shares, threshold, near)
-    except (ProtocolError, ValueError) as exc:
-        fail(f"could not remove the masks: {exc}")
-    for node in sorted(wrong | disagreeing):
-        exchange.rejected[node] = (f"{secagg.UNMASK}: sent unmasking shares that disagree with "
-                                   f"the others' (its own masked vector stays in the total)")
-    return total, survivors, threshold, dropped
+def _clashing_keys(keys: Mapping[int, dict]) -> dict[int, str]:
+    """The senders of a public key that another reply (or their own other key) carries, and why."""
+    senders: dict[bytes, list[int]] = {}
+    for node, payload in keys.items():
+        for key in {payload["pk1"], payload["pk2"]}:
+            senders.setdefault(key, []).append(node)
+        if payload["pk1"] == payload["pk2"]:
+            senders[payload["pk1"]].append(node)
+    clashing = {node: sorted(set(group) - {node}) for group in senders.values() if len(group) > 1
+                for node in group}
+    return {node: f"{secagg.SETUP}: sent a public key that " + (
+        f"node(s) {', '.join(map(str, others))} also sent" if others else "it sent twice")
+        + "; every sender of a clashing key is left out of this aggregation"
+        for node, others in clashing.items()}
 
 
 def _rounds_that_fit(budget: Budget, most: int) -> int:
@@ -607,11 +650,11 @@ class PrivateRounds:
             share = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
             return {CLIENT_NOISE_KEY: share}
 
-        vector, exchange = secure_sum(
+        vector, exchange = SecureSum(
             strategy, federation, strategy.connected_nodes(federation),
             Request(kind, config, None if cells is None else np.ascontiguousarray(cells)),
             ("counts",), size, what=name, verify=lambda *_: "", inner_config=client_noise,
-            cost=self.cost)
+            cost=self.cost).run()
         if self.dp == "central":
             vector = discrete_gaussian(vector, sigma, self.fraction_bits)
         else:  # the survivors' shares: sigma sqrt(s / t) in all
@@ -707,8 +750,8 @@ class PrivateRounds:
                             radius=self.clipping.radius if self.clipping is not None else None,
                             sigma=sigma if self.dp == "distributed" else None,
                             count_weight=self.clipping.count_weight if self.clipping is not None else 1.0)
-        vector, exchange = secure_sum(strategy, federation, nodes, inner, fields, size, what=what,
-                                      verify=verify, inner_config=client_noise, cost=self.cost)
+        vector, exchange = SecureSum(strategy, federation, nodes, inner, fields, size, what=what,
+                                     verify=verify, inner_config=client_noise, cost=self.cost).run()
         sums = vector[:k * dim].reshape(k, dim)
         counts = vector[k * dim:k * dim + k]
         sse, n = (vector[-2], vector[-1]) if "sse" in fields else (math.nan, math.nan)
@@ -811,11 +854,12 @@ class PrivateRounds:
         else:
             config = {"chunk-size": strategy.chunk_size, "device": strategy.device,
                       "min-cluster-size": strategy.min_cluster_size}
-            vector, exchange = secure_sum(
+            vector, exchange = SecureSum(
                 strategy, federation, strategy.connected_nodes(federation),
                 Request(EVALUATE, config, np.ascontiguousarray(centroids)), ("counts", "sse", "n"),
                 k + 2, what=f"score (round {rounds})", cost=self.cost,
-                verify=TotalCheck(("counts", "sse", "n"), k, 0, strategy.options.secagg_fraction_bits))
+                verify=TotalCheck(("counts", "sse", "n"), k, 0,
+                                  strategy.options.secagg_fraction_bits)).run()
             counts, sse, n_points = vector[:k], float(vector[k]), int(round(vector[k + 1]))
             if n_points < 1 or abs(counts.sum() - n_points) > 0.5:
                 raise RunFailed(f"score (round {rounds}): the secure totals are inconsistent "
