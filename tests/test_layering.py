@@ -218,8 +218,9 @@ def test_the_package_names_its_public_api_lazily():
 
 def test_the_client_app_loads_no_server_side():
     """A client process (Flower starts one per message in a deployment) imports the steps only:
-    no strategy, no round loop, no composition or face, no SciPy optimiser, no torch. Of the
-    methods it loads what declares their request kinds and computes their steps."""
+    no strategy, no round loop, no composition or face, no SciPy optimiser, no torch, no
+    secure-aggregation stage code. Of the methods it loads what declares their request kinds and
+    computes their steps."""
     loaded = modules_loaded_by("fedcluster.client.app")
     server_side = [m for m in loaded if m.startswith((
         "fedcluster.strategies", "fedcluster.server", "fedcluster.config", "fedcluster.estimator",
@@ -229,6 +230,9 @@ def test_the_client_app_loads_no_server_side():
     assert methods and all(m.rpartition(".")[2] in ("client", "options", "kernels")
                            for m in methods), methods
     assert "scipy.optimize" not in loaded and "torch" not in loaded
+    # Secure aggregation's stage code comes with the first stage a client runs, not with every
+    # client process (its names, which route a request, live apart).
+    assert "fedcluster.privacy.secagg" not in loaded and "fedcluster.privacy.secagg_names" in loaded
 
 
 def test_inspecting_a_model_file_loads_no_server_side_and_no_flower(tmp_path):
