@@ -87,8 +87,9 @@ def build_server_app(overrides: Mapping[str, Any] | None = None,
         colour_only_on_a_terminal()
         config = RunConfig.from_mapping({**context.run_config, **bound})
         result = run(grid, config) if run is not None else run_federation(grid, config)[0]
-        _final_report(result.result if isinstance(result, KSelection) else result,
-                      Path(config.out_dir).resolve())
+        made = result.result if isinstance(result, KSelection) else result
+        if isinstance(made, RunResult):  # a caller's own ``run`` may make something else
+            _final_report(made, Path(config.out_dir).resolve())
         if on_result is not None:
             on_result(result)
 
