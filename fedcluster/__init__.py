@@ -10,9 +10,9 @@ The public names are imported on first use: ``import fedcluster.numerics``
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
+from ._lazy import lazy_names
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -24,10 +24,4 @@ _LAZY = {"FederatedKMeans": ".estimator", "select_k": ".estimator"}
 
 __all__ = ["FederatedKMeans", "__version__", "select_k"]
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY, globals())

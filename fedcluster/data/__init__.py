@@ -8,8 +8,9 @@ pay for the data sets' generators and loaders.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .atomic import atomic_write
@@ -39,9 +40,4 @@ _MODULE_OF = {name: module for module, names in _MODULES.items() for name in nam
 __all__ = sorted(_MODULE_OF)
 
 
-def __getattr__(name: str):
-    if name in _MODULE_OF:
-        value = getattr(import_module(_MODULE_OF[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _MODULE_OF, globals())
