@@ -267,7 +267,8 @@ def test_parameters_are_refused_where_they_do_not_belong():
         load_dataset("s1", points=5)
     with pytest.raises(ValueError, match="has no parameter 'pts'; its parameters: points, noise"):
         load_dataset("garst-grid", pts=5)
-    assert set(DATASET_PARAMS) == {"blobs", "garst-grid", "triebe", "ffcm-case1"}
+    assert set(DATASET_PARAMS) == {"blobs", "garst-grid", "triebe", "ffcm-case1",
+                                 "google-synthetic"}
     assert set(DATASET_PARAMS) <= set(DATASET_NAMES)
 
 

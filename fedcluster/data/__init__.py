@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from .atomic import atomic_write
     from .cifar import load_cifar10
     from .datasets import (DATASET_NAMES, DATASET_PARAMS, G2_NAMES, NOISE_LABEL, BlobsParams,
-                           Dataset, FFCMCase1Params, GarstGridParams, TriebeParams, load_dataset,
-                           make_blobs, make_ffcm_case1, make_garst_grid, make_triebe)
+                           Dataset, FFCMCase1Params, GarstGridParams, GoogleSyntheticParams,
+                           TriebeParams, load_dataset, make_blobs, make_ffcm_case1,
+                           make_garst_grid, make_google_synthetic, make_triebe)
     from .files import read_labelled, read_points, write_points
     from .partition import (MANIFEST_NAME, SPLIT_FORMS, SPLIT_HELP, Split, parse_split,
                             partition_file, partition_indices, write_partitions)
@@ -28,8 +29,9 @@ _MODULES = {
     ".atomic": ("atomic_write",),
     ".cifar": ("load_cifar10",),
     ".datasets": ("DATASET_NAMES", "DATASET_PARAMS", "G2_NAMES", "NOISE_LABEL", "BlobsParams",
-                  "Dataset", "FFCMCase1Params", "GarstGridParams", "TriebeParams", "load_dataset",
-                  "make_blobs", "make_ffcm_case1", "make_garst_grid", "make_triebe"),
+                  "Dataset", "FFCMCase1Params", "GarstGridParams", "GoogleSyntheticParams",
+                  "TriebeParams", "load_dataset", "make_blobs", "make_ffcm_case1",
+                  "make_garst_grid", "make_google_synthetic", "make_triebe"),
     ".files": ("read_labelled", "read_points", "write_points"),
     ".partition": ("MANIFEST_NAME", "SPLIT_FORMS", "SPLIT_HELP", "Split", "parse_split",
                    "partition_file", "partition_indices", "write_partitions"),

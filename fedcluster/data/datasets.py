@@ -47,11 +47,13 @@ __all__ = [
     "Dataset",
     "FFCMCase1Params",
     "GarstGridParams",
+    "GoogleSyntheticParams",
     "TriebeParams",
     "load_dataset",
     "make_blobs",
     "make_ffcm_case1",
     "make_garst_grid",
+    "make_google_synthetic",
     "make_triebe",
 ]
 
@@ -69,7 +71,7 @@ SKLEARN_SETS = {
 }
 #: The datasets known by name (besides the G2 family, :data:`G2_NAMES`).
 DATASET_NAMES = ("s1", "s2", "s3", "s4", "blobs", "garst-grid", "triebe", "ffcm-case1",
-                 *SKLEARN_SETS, "mnist", "mnist-test")
+                 "google-synthetic", *SKLEARN_SETS, "mnist", "mnist-test")
 #: Dimensions and standard deviations of the shipped G2-sets.
 G2_DIMENSIONS = (1, 2, 4, 8, 16, 32, 64, 128)
 G2_DEVIATIONS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
@@ -98,6 +100,10 @@ GARST_CITATION = (
 TRIEBE_CITATION = (
     "Synthetic set after O. J. Triebe and R. Rajagopal, Federated K-Means: "
     "Clustering Algorithm and Proof of Concept (one Gaussian per client)."
+)
+GOOGLE_SYNTHETIC_CITATION = (
+    "Google, Differentially Private K-means Clustering (learning/clustering in "
+    "google/differential-privacy), README, section Synthetic Dataset"
 )
 FFCM_CITATION = (
     "Synthetic set after M. Stallmann and A. Wilbik, Towards Federated Clustering: "
@@ -496,18 +502,107 @@ def make_ffcm_case1(params: FFCMCase1Params | None = None, *, seed: int) -> Data
     return Dataset("ffcm-case1", X[order], labels[order], FFCM_CASE1_MEANS.copy(), FFCM_CITATION)
 
 
+@dataclass(frozen=True)
+class GoogleSyntheticParams:
+    """Parameters of :func:`make_google_synthetic`.
+
+    The defaults are the synthetic set of Google's practical DP clustering
+    benchmark (its README): 100,000 points in 100 dimensions from 64 equally
+    weighted Gaussians, standard deviation 0.0125 per coordinate, centres
+    uniform in the ball of radius 0.875 about the origin, every point then
+    projected into the unit ball. Its generator states the two radii through
+    one ratio ``r`` of the spread between clusters to the spread within:
+    centres in radius ``radius * (1 - 1/r)`` and deviation
+    ``sqrt(radius) / (r sqrt(dim))``; r = 8 gives 0.875 and 0.0125.
+
+    Attributes
+    ----------
+    points : int
+        Number of points, >= ``clusters``.
+    dim : int
+        Dimension, >= 1.
+    clusters : int
+        Number of Gaussians, >= 1.
+    ratio : float
+        The ratio ``r`` above, > 1.
+    radius : float
+        Every point lies in the ball of this radius about the origin, > 0.
+    """
+
+    points: int = 100_000
+    dim: int = 100
+    clusters: int = 64
+    ratio: float = 8.0
+    radius: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_int("dim", self.dim, 1)
+        _check_int("clusters", self.clusters, 1)
+        _check_int("points", self.points, self.clusters)
+        _check_positive_float(self, "radius")
+        _check_positive_float(self, "ratio")
+        if self.ratio <= 1:
+            raise ValueError(f"ratio must be > 1 (centres inside the ball), got {self.ratio}")
+
+
+def _uniform_in_ball(rng: np.random.Generator, n: int, dim: int, radius: float) -> np.ndarray:
+    """n points uniform in the dim-ball: a Gaussian direction, a radius with density ~ r^(dim-1)."""
+    direction = rng.normal(size=(n, dim))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    return direction * (radius * rng.uniform(size=(n, 1)) ** (1.0 / dim))
+
+
+def make_google_synthetic(params: GoogleSyntheticParams | None = None, *, seed: int) -> Dataset:
+    """Draw the synthetic set of Google's DP clustering benchmark (see :class:`GoogleSyntheticParams`).
+
+    Choices its description leaves open or that differ from its generator:
+    the cluster sizes differ by at most one (its generator puts the whole
+    remainder in the last cluster: with the defaults 63 clusters of 1,562
+    and one of 1,594, here 32 of 1,563 and 32 of 1,562), and the rows are
+    shuffled so that the file order carries no cluster information.
+    A point outside the ball is scaled onto its sphere, as the README says.
+
+    Parameters
+    ----------
+    params : GoogleSyntheticParams, optional
+        Defaults to ``GoogleSyntheticParams()`` (the README's set).
+    seed : int
+        Seed of the :class:`numpy.random.Generator`.
+
+    Returns
+    -------
+    Dataset
+        ``name="google-synthetic"``; ``true_centers`` the generating
+        centres, ``labels`` index them (0 .. clusters-1).
+    """
+    p = GoogleSyntheticParams() if params is None else params
+    rng = np.random.default_rng(seed)
+    centers = _uniform_in_ball(rng, p.clusters, p.dim, p.radius * (1.0 - 1.0 / p.ratio))
+    sizes = np.full(p.clusters, p.points // p.clusters)
+    sizes[: p.points % p.clusters] += 1
+    labels = np.repeat(np.arange(p.clusters, dtype=np.int64), sizes)
+    std = math.sqrt(p.radius) / (p.ratio * math.sqrt(p.dim))
+    X = centers[labels] + rng.normal(0.0, std, size=(p.points, p.dim))
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    X *= np.minimum(1.0, p.radius / np.maximum(norms, np.finfo(float).tiny))
+    order = rng.permutation(p.points)
+    return Dataset("google-synthetic", X[order], labels[order], centers, GOOGLE_SYNTHETIC_CITATION)
+
+
 #: Parameter dataclass of every generated dataset; ``load_dataset(name, **fields)``.
 DATASET_PARAMS: dict[str, type] = {
     "blobs": BlobsParams,
     "garst-grid": GarstGridParams,
     "triebe": TriebeParams,
     "ffcm-case1": FFCMCase1Params,
+    "google-synthetic": GoogleSyntheticParams,
 }
 _GENERATORS = {
     "blobs": make_blobs,
     "garst-grid": make_garst_grid,
     "triebe": make_triebe,
     "ffcm-case1": make_ffcm_case1,
+    "google-synthetic": make_google_synthetic,
 }
 
 
