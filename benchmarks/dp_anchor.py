@@ -2,6 +2,7 @@
 
     python benchmarks/dp_anchor.py                         # k = 8, 16, 32, 64, seed 0
     python benchmarks/dp_anchor.py --ks 16,64 --seeds 3 --json results/dp-anchor/run.json
+    python benchmarks/dp_anchor.py --ks 16,64 --epsilon 100   # the same pipeline, little noise
 
 The data is ``google-synthetic`` (:func:`fedcluster.data.make_google_synthetic`,
 data seed 0): 100,000 x 100, 64 Gaussians, the set of the README of
@@ -17,8 +18,11 @@ points of the squared distance to the nearest centre (its README: "average
 squared distances of the data to their closest center"), computed here on the
 pooled data (the DP run does not release it). Google's figures are read off
 its plot ``Synthetic_vary_k_loss.png`` (mean of 20 runs), :data:`GOOGLE`.
-Each run's wall time and the process's peak resident memory so far are
-printed beside it.
+The objective of one centre at the mean is printed first: a run near
+it has learned nothing. Each run's wall time and the process's peak resident memory so far are
+printed beside it. ``--epsilon`` runs the same pipeline at another epsilon
+(the largest, 100, separates what the noise costs from what the private
+bounds, start and rounds cost); Google's columns stay those of epsilon 1.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ import numpy as np
 #: Google's plotted normalised objective at epsilon 1, delta 1e-6: k -> (its DP clustering,
 #: non-private k-means++).
 GOOGLE = {8: (0.65, 0.62), 16: (0.56, 0.51), 32: (0.38, 0.32), 64: (0.07, 0.015)}
-EPSILON = 1.0
 DELTA = 1e-6
 CLIENTS = 10
 
@@ -45,11 +48,11 @@ def objective(X: np.ndarray, centres: np.ndarray) -> float:
     return float(cluster_stats(X, np.asarray(centres)).inertia) / len(X)
 
 
-def private_centres(parts: list[np.ndarray], k: int, seed: int) -> np.ndarray:
+def private_centres(parts: list[np.ndarray], k: int, seed: int, epsilon: float) -> np.ndarray:
     from fedcluster.client.memory import InMemoryFederation
     from fedcluster.config import RunConfig, build_strategy
 
-    settings = {"algorithm": "dwf", "k": k, "seed": seed, "dp": "central", "dp-epsilon": EPSILON,
+    settings = {"algorithm": "dwf", "k": k, "seed": seed, "dp": "central", "dp-epsilon": epsilon,
                 "dp-delta": DELTA, "secure-aggregation": True}
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids
 
@@ -62,6 +65,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ks", default="8,16,32,64")
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--json", help="save every run here")
     args = parser.parse_args(argv)
     from sklearn.cluster import KMeans
@@ -70,13 +74,15 @@ def main(argv=None) -> None:
 
     X = load_dataset("google-synthetic", seed=0).X
     parts = [X[i] for i in partition_indices(len(X), CLIENTS, "iid", seed=0)]
+    one_centre = float(X.var(axis=0).sum())  # the objective of the mean alone: nothing learned
+    print(f"one centre (the mean): {one_centre:.4f}", flush=True)
     runs = []
     print(f"{'k':>3} {'seed':>4} {'fedcluster DP':>13} {'Google DP':>9} {'k-means++':>9} "
           f"{'Google k-means++':>16} {'DP s':>6} {'peak MiB':>8}", flush=True)
     for k in (int(v) for v in args.ks.split(",")):
         for seed in range(args.seeds):
             started = time.time()
-            dp = objective(X, private_centres(parts, k, seed))
+            dp = objective(X, private_centres(parts, k, seed, args.epsilon))
             seconds = time.time() - started
             plain = objective(X, KMeans(k, n_init=1, random_state=seed).fit(X).cluster_centers_)
             run = {"k": k, "seed": seed, "dp": dp, "kmeans++": plain, "dp_wall_s": seconds,
@@ -87,7 +93,8 @@ def main(argv=None) -> None:
                   f"{GOOGLE[k][1]:>16.3f} {seconds:>6.1f} {run['peak_mib']:>8.0f}", flush=True)
     if args.json:
         meta = {"data": "google-synthetic", "data_seed": 0, "clients": CLIENTS, "split": "iid",
-                "epsilon": EPSILON, "delta": DELTA, "dp": "central", "secure_aggregation": True}
+                "epsilon": args.epsilon, "delta": DELTA, "dp": "central", "secure_aggregation": True,
+                "one_centre": one_centre}
         with open(args.json, "w") as out:
             json.dump({"meta": meta, "runs": runs}, out, indent=1)
 
