@@ -3,6 +3,7 @@
     python benchmarks/dp_anchor.py                         # k = 8, 16, 32, 64, seed 0
     python benchmarks/dp_anchor.py --ks 16,64 --seeds 3 --json results/dp-anchor/run.json
     python benchmarks/dp_anchor.py --ks 16,64 --epsilon 100   # the same pipeline, little noise
+    python benchmarks/dp_anchor.py --ks 64 --init true          # the rounds alone, from the true centres
 
 The data is ``google-synthetic`` (:func:`fedcluster.data.make_google_synthetic`,
 data seed 0): 100,000 x 100, 64 Gaussians, the set of the README of
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import tempfile
 import time
 
 import numpy as np
@@ -48,12 +50,13 @@ def objective(X: np.ndarray, centres: np.ndarray) -> float:
     return float(cluster_stats(X, np.asarray(centres)).inertia) / len(X)
 
 
-def private_centres(parts: list[np.ndarray], k: int, seed: int, epsilon: float) -> np.ndarray:
+def private_centres(parts: list[np.ndarray], k: int, seed: int, epsilon: float,
+                    init: str) -> np.ndarray:
     from fedcluster.client.memory import InMemoryFederation
     from fedcluster.config import RunConfig, build_strategy
 
     settings = {"algorithm": "dwf", "k": k, "seed": seed, "dp": "central", "dp-epsilon": epsilon,
-                "dp-delta": DELTA, "secure-aggregation": True}
+                "dp-delta": DELTA, "secure-aggregation": True, "init": init}
     return build_strategy(RunConfig.from_mapping(settings)).fit(InMemoryFederation(parts)).centroids
 
 
@@ -66,13 +69,22 @@ def main(argv=None) -> None:
     parser.add_argument("--ks", default="8,16,32,64")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--init", default="private",
+                        help="the DP run's start: private (the default), spread, or a (k, d) "
+                             "array file (public centres; 'true' writes the generating centres "
+                             "to a temporary file: an oracle start, to measure the rounds alone)")
     parser.add_argument("--json", help="save every run here")
     args = parser.parse_args(argv)
     from sklearn.cluster import KMeans
 
     from fedcluster.data import load_dataset, partition_indices
 
-    X = load_dataset("google-synthetic", seed=0).X
+    data = load_dataset("google-synthetic", seed=0)
+    X = data.X
+    init = args.init
+    if init == "true":
+        init = tempfile.NamedTemporaryFile(suffix=".npy", delete=False).name
+        np.save(init, data.true_centers)
     parts = [X[i] for i in partition_indices(len(X), CLIENTS, "iid", seed=0)]
     one_centre = float(X.var(axis=0).sum())  # the objective of the mean alone: nothing learned
     print(f"one centre (the mean): {one_centre:.4f}", flush=True)
@@ -82,7 +94,7 @@ def main(argv=None) -> None:
     for k in (int(v) for v in args.ks.split(",")):
         for seed in range(args.seeds):
             started = time.time()
-            dp = objective(X, private_centres(parts, k, seed, args.epsilon))
+            dp = objective(X, private_centres(parts, k, seed, args.epsilon, init))
             seconds = time.time() - started
             plain = objective(X, KMeans(k, n_init=1, random_state=seed).fit(X).cluster_centers_)
             run = {"k": k, "seed": seed, "dp": dp, "kmeans++": plain, "dp_wall_s": seconds,
@@ -93,7 +105,7 @@ def main(argv=None) -> None:
                   f"{GOOGLE[k][1]:>16.3f} {seconds:>6.1f} {run['peak_mib']:>8.0f}", flush=True)
     if args.json:
         meta = {"data": "google-synthetic", "data_seed": 0, "clients": CLIENTS, "split": "iid",
-                "epsilon": args.epsilon, "delta": DELTA, "dp": "central", "secure_aggregation": True,
+                "epsilon": args.epsilon, "init": args.init, "delta": DELTA, "dp": "central", "secure_aggregation": True,
                 "one_centre": one_centre}
         with open(args.json, "w") as out:
             json.dump({"meta": meta, "runs": runs}, out, indent=1)
