@@ -82,6 +82,9 @@ def main(argv=None) -> None:
     data = load_dataset("google-synthetic", seed=0)
     X = data.X
     init = args.init
+    ks = [int(v) for v in args.ks.split(",")]
+    if init == "true" and set(ks) != {len(data.true_centers)}:
+        parser.error(f"--init true needs --ks {len(data.true_centers)} (the generating centres)")
     if init == "true":
         init = tempfile.NamedTemporaryFile(suffix=".npy", delete=False).name
         np.save(init, data.true_centers)
@@ -91,7 +94,7 @@ def main(argv=None) -> None:
     runs = []
     print(f"{'k':>3} {'seed':>4} {'fedcluster DP':>13} {'Google DP':>9} {'k-means++':>9} "
           f"{'Google k-means++':>16} {'DP s':>6} {'peak MiB':>8}", flush=True)
-    for k in (int(v) for v in args.ks.split(",")):
+    for k in ks:
         for seed in range(args.seeds):
             started = time.time()
             dp = objective(X, private_centres(parts, k, seed, args.epsilon, init))
