@@ -229,6 +229,11 @@ class FederatedKMeans:
                                   f"(allowed: {', '.join(allowed)})")
         for name, field in CONFIG_NAMES.items():
             params[field] = params.pop(name)
+        # Only what differs from the defaults, as the command line passes it: a default that
+        # depends on other settings (the start under DP) applies where the user named none.
+        params = {field: value for field, value in params.items()
+                  if not (field in _DEFAULT and type(value) is type(_DEFAULT[field])
+                          and value == _DEFAULT[field])}
         try:
             return RunConfig.from_mapping(params)
         except ConfigError as exc:

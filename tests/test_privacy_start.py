@@ -153,3 +153,8 @@ def test_a_dp_run_that_names_no_start_takes_the_spread_one():
                                     "dp-epsilon": 1.0, "init": "private"})
     assert named.init == "private"
     assert RunConfig.from_mapping({}).init == "local-kmeans"
+    # The estimator passes what differs from the defaults, so the same holds for it.
+    from fedcluster import FederatedKMeans
+
+    assert FederatedKMeans(dp="central", secure_aggregation=True).config().init == "spread"
+    assert FederatedKMeans().config().init == "local-kmeans"
