@@ -280,12 +280,13 @@ def test_the_total_check_names_what_an_honest_total_cannot_be():
         "the row count is 1.5, not a whole number >= 0": np.r_[ok[:6], 7.5, 1.5],
         "the squared distances add up to -1 < 0": np.r_[ok[:6], -1.0, 1.0],
         "a count is 0.5, not a whole number >= 0": np.r_[ok[:4], 0.5, 0.5, 7.5, 1.0],
-        "counts add up to 2, not the 1 rows declared": np.r_[ok[:4], 1.0, 1.0, 7.5, 1.0],
+        "counts add up to 2, more than the 1 rows declared": np.r_[ok[:4], 1.0, 1.0, 7.5, 1.0],
         "cluster 0's sum has norm 50, beyond its count 1 times the radius 10": np.r_[30.0, 40.0,
                                                                                   ok[2:]],
     }
     for reason, values in cases.items():
         assert exact(values, 3, 2).startswith(reason), reason
+    assert exact(np.r_[0.0, 0.0, ok[2:4], 0.0, 0.0, 7.5, 1.0], 3, 2) == ""  # a row withheld
     fuzzy = TotalCheck(("counts", "n"), 2, 0, 24, fuzzy=True)
     assert fuzzy(np.array([0.3, 0.25, 1.0]), 3, 2) == ""
     assert fuzzy(np.array([0.8, 0.25, 1.0]), 3, 2).startswith("the fuzzy supports add up to 1.05")

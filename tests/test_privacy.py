@@ -445,6 +445,35 @@ def test_secure_aggregation_over_flower_messages_equals_the_plain_run(tmp_path, 
     assert hoods == {neighbours + 1 if neighbours else len(parts)}
 
 
+@pytest.mark.parametrize("algorithm", ["dwf", "ffcm-avg1"])
+def test_secure_aggregation_unmasks_no_cluster_of_one_client_row(tmp_path, algorithm):
+    """The server's attack: a start with one centroid beside a row that only one client holds.
+
+    Without DP the masked sums obey the floor per cluster: that client withholds
+    its one-row cluster (sums and count 0), so the totals the server unmasks
+    hold no cluster of fewer than p rows and the released centroid stays where
+    it was (before, the unmasked total of that cluster was the row itself, in
+    the model). The secure run still equals the plain one, which withholds alike.
+    """
+    X, parts = s1_parts(clients=4)
+    lonely = np.array([[2.0e6, 2.0e6]])
+    parts[2] = np.vstack([parts[2], lonely])
+    rng = np.random.default_rng(5)
+    start = np.vstack([X[rng.choice(len(X), K - 1, replace=False)] + 0.5, lonely + 1.0e3])
+    np.save(tmp_path / "start.npy", start)
+    common = {"algorithm": algorithm, "init": str(tmp_path / "start.npy"), "tol": 0.0,
+              "num-server-rounds": 1, "data-bounds": ""}
+    probe = Probe(FlowerFederation(InProcessGrid(build_client_app(),
+                                                 save_parts(tmp_path / "parts", parts))))
+    strategy = build_strategy(config(**common, **{"secure-aggregation": True}))
+    secure = strategy.fit(probe)
+    totals = strategy.private.last_counts
+    assert totals[-1] == 0 and not np.any((totals > 0) & (totals < 2))
+    np.testing.assert_array_equal(secure.centroids[-1], start[-1])
+    plain = build_strategy(config(**common)).fit(InMemoryFederation(parts))
+    np.testing.assert_allclose(secure.centroids, plain.centroids, rtol=1e-7, atol=1e-5)
+
+
 def test_secure_ffcm_avg1_is_the_plain_one_within_the_fixed_point_precision(tmp_path):
     """One round: each total is within m 2^-(f+1) of the exact one, supports included.
 

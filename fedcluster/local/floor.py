@@ -102,6 +102,24 @@ def withhold_small(X, centroids: np.ndarray, counts: np.ndarray, sizes: np.ndarr
     return (centroids, *(np.where(small, 0.0, a) for a in (counts, *more)))
 
 
+def withhold_small_sums(X, sums: np.ndarray, counts: np.ndarray, sizes: np.ndarray, p: int
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """A sum-form reply (per-cluster sums and counts) with every cluster the floor forbids withheld.
+
+    The same rule as :func:`withhold_small` for the cluster's mean ``sums /
+    counts``: withheld when fewer than p rows are behind it (``sizes``) or
+    when that mean equals a value fewer than p local rows hold; a withheld
+    cluster is sent as sums 0 and count 0, which adds nothing to the totals.
+    Returns new arrays.
+    """
+    sums = np.asarray(sums, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    filled = counts > 0
+    means = sums / np.where(filled, counts, 1.0)[:, None]
+    small = (np.asarray(sizes) < p) | (filled & exposed(X, means, p))
+    return np.where(small[:, None], 0.0, sums), np.where(small, 0.0, counts)
+
+
 def keep_large(X, centroids: np.ndarray, counts: np.ndarray, p: int) -> np.ndarray:
     """Mask of the local clusters a reply may carry (the others are left out of it).
 

@@ -41,12 +41,17 @@ DP and secure aggregation. What it cannot
 check: that the server adds central noise, or runs no more rounds than it
 said (each request is judged alone).
 
-The privacy floor (``min-cluster-size``) is not applied cluster by cluster
-here: withholding a cluster of fewer than p rows makes one row decide whether
-p rows' sum is sent, which voids the DP sensitivity bound. These replies
-therefore leave a client only masked, inside secure aggregation's stages
-(:func:`~fedcluster.privacy.options.check_privacy` refuses DP without it); the client still
-needs p rows to answer at all.
+The privacy floor (``min-cluster-size``) in the sum form: without DP it is
+applied cluster by cluster as in every other reply (:func:`~.floor.withhold_small_sums`):
+a cluster of fewer than p rows (for ``ffcm-avg1``: whose crisp cluster has
+fewer) is withheld, sums and count 0, because the server unmasks the totals
+and releases ``sums / counts``: a cluster that one client's single row fills
+would otherwise be that row, in the server's hands and in the model. Under DP
+it is not: withholding a cluster of fewer than p rows makes one row decide
+whether p rows' sum is sent, which voids the sensitivity bound, and the noise
+covers what the floor would. DP replies therefore leave a client only masked,
+inside secure aggregation's stages (:func:`~fedcluster.privacy.options.check_privacy`
+refuses DP without it). Either way the client needs p rows to answer at all.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ from ..privacy.kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KE
 from ..privacy.mechanism import (Clipping, add_noise, client_noise_scale, clipped_sums,
                                  discrete_gaussian)
 from ..privacy.options import MIN_NOISE_MULTIPLIER
-from .floor import check_rows
+from .floor import check_rows, withhold_small_sums
 from .steps import chunk_size, min_cluster_size, need_centroids, non_negative
 
 #: Node-config key: the largest ``dp-epsilon`` this data owner accepts for a run.
@@ -100,8 +105,10 @@ class Masking:
 
 #: The assignment behind a sum-form reply: ``(X, given centroids, clipping or None, config)`` ->
 #: per-cluster sums (of the clipped, shifted rows under a clipping), counts (or a method's
-#: weights of the rows, such as fuzzy supports) and the sum of squared distances.
-SumStep = Callable[[Any, np.ndarray, Clipping | None, dict], tuple[np.ndarray, np.ndarray, float]]
+#: weights of the rows, such as fuzzy supports), the rows nearest each centroid (what the
+#: floor counts) and the sum of squared distances.
+SumStep = Callable[[Any, np.ndarray, Clipping | None, dict],
+                   tuple[np.ndarray, np.ndarray, np.ndarray, float]]
 
 
 def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
@@ -114,19 +121,23 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
     squared distances are withheld) and ``secagg-fraction-bits``, the grid
     of the noise (set by :func:`fedcluster.client.respond.respond` from the
     masked stage; :data:`~fedcluster.privacy.secagg_names.DEFAULT_FRACTION_BITS` when absent),
-    besides the floor. The request was held to the client's floor before
+    besides the floor (per cluster without DP, see the module docstring). The request was held to the client's floor before
     (:func:`check_dp_request`). Every method's sum form (:func:`sums_request`,
     ``ffcm-avg1``'s fuzzy sums) answers through here, so the clipping and the
     noise are one code path.
     """
     given = need_centroids(centroids)
-    check_rows(int(X.shape[0]), min_cluster_size(config))
+    p = min_cluster_size(config)
+    check_rows(int(X.shape[0]), p)
+    dp_off = config.get("dp", "off") == "off"
     bounds = request_option(config, Options, "data-bounds")
     noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
     clip = request_option(config, Options, "dp-clip")
     bits = config.get(secagg_names.BITS_KEY, secagg_names.DEFAULT_FRACTION_BITS)
     clipping = Clipping.declared(bounds, clip, given.shape[1]) if bounds else None
-    sums, counts, sse = step(X, given, clipping, config)
+    sums, counts, sizes, sse = step(X, given, clipping, config)
+    if dp_off:
+        sums, counts = withhold_small_sums(X, sums, counts, sizes, p)
     if clipping is not None and noise > 0:
         sums, counts = add_noise(sums, counts, noise, clipping.count_weight, bits)
         sse = float("nan")  # an un-noised total: not released under DP
@@ -236,15 +247,17 @@ def sums_request(X, centroids, config: dict) -> ClientSummary:
 
 
 def _nearest_sums(X, given: np.ndarray, clipping: Clipping | None, config: dict
-                  ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Sums and counts of each centroid's nearest rows (clipped under a clipping), and the SSE."""
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Sums and counts of each centroid's nearest rows (clipped under a clipping), the counts
+    again as the floor's sizes, and the SSE."""
     xp = namespace_of(X)
     if clipping is None:
         stats = cluster_stats(X, xp.asarray(given), chunk_size=chunk_size(config))
-        return to_numpy(stats.sums), to_numpy(stats.counts), float(stats.inertia)
+        counts = to_numpy(stats.counts)
+        return to_numpy(stats.sums), counts, counts, float(stats.inertia)
     labels, sqdist = assign(X, xp.asarray(given), chunk_size=chunk_size(config))
     sums, counts = clipped_sums(to_numpy(X), to_numpy(labels), len(given), clipping)
-    return sums, counts, float(to_numpy(sqdist).sum())
+    return sums, counts, counts, float(to_numpy(sqdist).sum())
 
 
 def _setup_reply(X, counts: np.ndarray, config: dict) -> ClientSummary:

@@ -19,7 +19,8 @@ decoded entry (:func:`~.secagg.encode` rounds each client's value once):
   the check): the row number ``n`` is a whole number >= 0; the squared
   distances ``sse`` >= ``-err``; hard counts (a Lloyd step, a score: every
   count is a number of rows, encoded exactly) are whole numbers >= 0 that
-  add up to ``n`` exactly; fuzzy supports (``ffcm-avg1``: ``sum_i u_ij^m``)
+  add up to at most ``n`` (exactly ``n`` but for the clusters that the
+  clients' floor withholds, count 0, :func:`~fedcluster.local.floor.withhold_small_sums`); fuzzy supports (``ffcm-avg1``: ``sum_i u_ij^m``)
   are >= ``-err`` and add up to at most ``n + k err`` (``sum_j u_ij^m <=
   sum_j u_ij = 1`` for ``m > 1``, so a row adds at most 1 in all);
 * where the rows are bounded (DP: sums of rows shifted to the box's centre
@@ -139,8 +140,8 @@ class TotalCheck:
                 if np.any(counts < 0) or np.any(counts != np.round(counts)):
                     bad = counts[(counts < 0) | (counts != np.round(counts))][0]
                     return f"a count is {bad:.6g}, not a whole number >= 0"
-                if n is not None and total != n:
-                    return f"counts add up to {total:.6g}, not the {n:.0f} rows declared"
+                if n is not None and total > n:
+                    return f"counts add up to {total:.6g}, more than the {n:.0f} rows declared"
             if self.radius is not None and "sums" in parts:
                 return self._bounded(parts["sums"], counts, 0.0, 0.0, err)
         return ""

@@ -78,16 +78,18 @@ def fuzzy_sums_request(X, centroids, config: dict) -> ClientSummary:
     Gaussian mechanism, noise and accountant hold. The server's check that
     ``||sums_j|| <= counts_j R`` holds too (``||sum_i u_ij^m x'_i|| <= R W_j``).
 
-    Like dwf's sum form, no cluster is withheld by the floor (see
-    :mod:`fedcluster.local.private`): the client needs ``min-cluster-size``
-    rows to answer at all.
+    The floor as in dwf's sum form (:mod:`fedcluster.local.private`): without DP a
+    centre whose crisp cluster has fewer than ``min-cluster-size`` rows is
+    withheld (sums and support 0), as the plain avg1 client withholds it;
+    under DP none is.
     """
     return sum_form_reply(X, centroids, config, _fuzzy_totals)
 
 
 def _fuzzy_totals(X, given: np.ndarray, clipping: Clipping | None, config: dict
-                  ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Fuzzy sums (of the clipped, shifted rows under a clipping), supports and the crisp SSE.
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Fuzzy sums (of the clipped, shifted rows under a clipping), supports, crisp counts and
+    the crisp SSE.
 
     The memberships are of the rows themselves, as dwf assigns a row by its
     unclipped value: which centres it weighs on does not change the bound.
@@ -97,4 +99,4 @@ def _fuzzy_totals(X, given: np.ndarray, clipping: Clipping | None, config: dict
     step = fuzzy_sums(X, xp.asarray(given),
                       fuzzifier=request_option(config, FFCMOptions, "fuzzifier"),
                       chunk_size=chunk_size(config), summed=summed)
-    return to_numpy(step.sums), to_numpy(step.supports), step.inertia
+    return to_numpy(step.sums), to_numpy(step.supports), to_numpy(step.counts), step.inertia
