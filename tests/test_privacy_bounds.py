@@ -135,31 +135,42 @@ def test_distributed_dp_estimates_the_bounds_from_the_clients_shares():
 def test_the_setup_noise_is_fresh_for_one_seed_and_of_the_calibrated_spread(monkeypatch):
     """The seed in the model file fixes the start and the sampling, not the noise: two runs of
     one seed add different noise to the same histogram (the bounds step) and the same cell
-    counts (the private start), each of its step's spread."""
+    sums (the private start), each of its step's spread: the bounds step's multiplier times
+    sqrt(d), the start's times the rounds' sensitivity sqrt(R^2 + w^2) on each sum."""
     import fedcluster.strategies.private as server
+    from fedcluster.privacy.mechanism import Clipping
 
     drawn = []
-    real = server.discrete_gaussian
+    real_counts, real_sums = server.discrete_gaussian, server.add_noise
 
     def recorded(values, scale, bits):
-        noisy = real(values, scale, bits)
+        noisy = real_counts(values, scale, bits)
         drawn.append((np.asarray(values), noisy, scale))
         return noisy
 
+    def recorded_sums(sums, counts, sigma, weight, bits):
+        noisy = real_sums(sums, counts, sigma, weight, bits)
+        if len(np.ravel(counts)) > 15:  # the start's cells, not a round's 15 clusters
+            drawn.append((np.asarray(sums), noisy[0], sigma))
+        return noisy
+
     monkeypatch.setattr(server, "discrete_gaussian", recorded)
+    monkeypatch.setattr(server, "add_noise", recorded_sums)
     _, parts = s1_parts()
     # The bounds step (spread start), then the start in declared bounds: the cells, and so
-    # the counts, depend on the bounds, which differ from run to run when estimated.
+    # the sums, depend on the bounds, which differ from run to run when estimated.
     for step, extra in (("bounds", {}), ("start", {"init": "private", "data-bounds": "0:1e6"})):
         for _ in range(2):
             build_strategy(private(**{"num-server-rounds": 1, **extra})
                            ).fit(InMemoryFederation(parts))
     assert len(drawn) == 4
-    for index, (step, sensitivity) in enumerate((("bounds", math.sqrt(2)), ("start", 1.0))):
+    start_sensitivity = Clipping.declared("0:1e6", 0.0, 2).sensitivity
+    for index, (step, sensitivity) in enumerate((("bounds", math.sqrt(2)),
+                                                 ("start", start_sensitivity))):
         setup, _ = split(1.0, 1e-5, 1, {step: 0.1 if step == "bounds" else 0.2})
         (a_in, a_out, sigma), (b_in, b_out, _) = drawn[2 * index], drawn[2 * index + 1]
         assert sigma == pytest.approx(setup[step] * sensitivity)
-        np.testing.assert_array_equal(a_in, b_in)  # the same counts: the seed fixes the data
+        np.testing.assert_array_equal(a_in, b_in)  # the same values: the seed fixes the data
         a_noise, b_noise = a_out - a_in, b_out - b_in
         assert not np.allclose(a_noise, b_noise)
         assert np.std(a_noise) == pytest.approx(sigma, rel=0.15)

@@ -79,15 +79,90 @@ def test_a_plain_run_starts_spread_in_the_federated_bounding_box():
 
 # -- the private start (init = private, fedcluster/privacy/start.py) --------------------------
 
-def test_weighted_kmeans_over_noisy_cell_counts_finds_the_heavy_cells_and_gives_up_below_k():
-    from fedcluster.privacy.start import centres_from_counts
+def blobs(rows_each: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Three tight 2-D blobs far apart in the box 0:100, and their centres."""
+    centres = np.array([[20.0, 20.0], [80.0, 30.0], [50.0, 85.0]])
+    rng = np.random.default_rng(seed)
+    return np.concatenate([c + rng.normal(0, 1.0, (rows_each, 2)) for c in centres]), centres
 
-    points = np.array([[0.0, 0.0], [0.1, 0.0], [10.0, 10.0], [10.0, 10.1], [5.0, 0.0]])
-    counts = np.array([50.0, 50.0, 40.0, 40.0, 2.0])  # the last below 3 noise deviations
-    centres = centres_from_counts(points, counts, 1.0, 2, rng=np.random.default_rng(0))
-    centres = centres[np.argsort(centres[:, 0])]
-    np.testing.assert_allclose(centres, [[0.05, 0.0], [10.0, 10.05]])
-    assert centres_from_counts(points, counts, 30.0, 2, rng=np.random.default_rng(0)) is None
+
+def test_the_coreset_represents_a_cell_by_its_noisy_mean_and_drops_cells_beyond_the_rule():
+    """Cell points far from the data (data-blind), exact sums: the representatives are the
+    cells' means, so weighted k-means finds the blobs; a cell whose sum is beyond count x R
+    (a liar's) is dropped; below k cells kept there is no start."""
+    from fedcluster.privacy.mechanism import Clipping
+    from fedcluster.privacy.start import centres_from_cells
+
+    clipping = Clipping.declared("0:100", 0.0, 2)
+    X, truth = blobs()
+    points = np.array([[0.0, 0.0], [100.0, 0.0], [40.0, 100.0], [100.0, 100.0]])
+    labels = np.argmin(np.linalg.norm(X[:, None] - points[None], axis=2), axis=1)
+    sums = np.array([(clipping.clip(X[labels == j])).sum(axis=0) for j in range(4)])
+    counts = np.bincount(labels, minlength=4).astype(float)
+    assert counts[3] == 0
+    sums[3], counts[3] = [1e9, 1e9], 300.0  # a liar's cell: far beyond 300 rows of radius R
+    centres = centres_from_cells(points, sums, counts, clipping, 1e-3, 3,
+                                 rng=np.random.default_rng(0))
+    np.testing.assert_allclose(np.sort(centres, axis=0), np.sort(truth, axis=0), atol=0.5)
+    # Noise of 1e4 per sum coordinate: 3 deviations of the count noise 1e4 / w exceed each count.
+    assert centres_from_cells(points, sums, counts, clipping, 1e4, 3,
+                              rng=np.random.default_rng(0)) is None
+
+
+def test_the_coreset_start_finds_well_separated_blobs_at_a_large_epsilon():
+    X, truth = blobs()
+    parts = [X[i] for i in partition_indices(len(X), 3, "iid", seed=0)]
+    result = build_strategy(RunConfig.from_mapping({
+        "k": 3, "seed": 0, "init": "private", "data-bounds": "0:100", "dp": "central",
+        "secure-aggregation": True, "dp-epsilon": 100.0, "num-server-rounds": 1, "tol": 0.0,
+    })).fit(InMemoryFederation(parts))
+    np.testing.assert_allclose(np.sort(result.centroids, axis=0), np.sort(truth, axis=0), atol=2.0)
+
+
+def test_the_reply_sums_clipped_rows_and_is_sent_only_under_dp_and_masked():
+    """A client's cell sums are of rows clipped into the request's bounds (norm <= count x R,
+    as a round's), its noise share is z_s Delta / sqrt(t) with the rounds' Delta, and it
+    refuses outside DP, outside secure aggregation and without bounds."""
+    from fedcluster.client.respond import respond
+    from fedcluster.local.private import SETUP_STEPS, Masking
+    from fedcluster.messages import ProtocolError, Request
+    from fedcluster.privacy.accountant import split
+    from fedcluster.privacy.kinds import (CELL_SUMS, CLIENT_NOISE_KEY, ROUNDS_KEY,
+                                          SETUP_NOISE_KEY, STEP_NOISE_KEY)
+    from fedcluster.privacy.mechanism import Clipping, clipped_sums, client_noise_scale
+
+    X, _ = blobs(rows_each=20)
+    X = X * 10.0  # rows far outside the box 0:100
+    cells = np.array([[10.0, 10.0], [90.0, 90.0]])
+    setup, z = split(1.0, 1e-5, 5, {"start": 0.2})
+    first = setup["start"]
+    config = {"dp": "distributed", "dp-epsilon": 1.0, "dp-delta": 1e-5, "dp-noise-multiplier": z,
+              ROUNDS_KEY: 5, SETUP_NOISE_KEY: first, STEP_NOISE_KEY: first, CLIENT_NOISE_KEY: 0.0,
+              "data-bounds": "0:100", "dp-clip": 0.0, "chunk-size": 1024}
+    clipping = Clipping.declared("0:100", 0.0, 2)
+    assert SETUP_STEPS[CELL_SUMS](2, config) == clipping.sensitivity
+    masking = Masking(threshold=2, fraction_bits=24)
+    with pytest.raises(ProtocolError, match="only masked, inside secure aggregation"):
+        respond(X, Request(CELL_SUMS, config, cells), {})
+    with pytest.raises(ProtocolError, match="only under DP, inside secure"):
+        respond(X, Request(CELL_SUMS, {**config, "dp": "off"}, cells), {})
+    with pytest.raises(ProtocolError, match="needs data-bounds"):
+        respond(X, Request(CELL_SUMS, {**config, "data-bounds": ""}, cells), {}, masking=masking)
+    with pytest.raises(ProtocolError, match="below this client's own share"):
+        respond(X, Request(CELL_SUMS, config, cells), {}, masking=masking)
+    share = client_noise_scale(first, clipping, 2)
+    assert share == pytest.approx(first * clipping.sensitivity / np.sqrt(2))
+    # The exact reply (central DP: the server adds the noise) is the clipped sums.
+    exact = respond(X, Request(CELL_SUMS, {**config, "dp": "central"}, cells), {},
+                    masking=masking)
+    labels = np.argmin(np.linalg.norm(X[:, None] - cells[None], axis=2), axis=1)
+    sums, counts = clipped_sums(X, labels, 2, clipping)
+    np.testing.assert_allclose(exact.sums, sums)
+    np.testing.assert_array_equal(exact.counts, counts)
+    assert np.all(np.linalg.norm(exact.sums, axis=1) <= counts * clipping.radius * (1 + 1e-9))
+    noisy = respond(X, Request(CELL_SUMS, {**config, CLIENT_NOISE_KEY: share}, cells), {},
+                    masking=masking)
+    assert not np.allclose(noisy.sums, sums) and not np.allclose(noisy.counts, counts)
 
 
 def test_a_private_start_spends_its_share_and_finds_g2s_clusters():
@@ -109,22 +184,23 @@ def test_a_private_start_spends_its_share_and_finds_g2s_clusters():
     assert means == pytest.approx([500.0, 600.0], abs=15.0)
 
 
-def test_a_liars_cell_counts_cannot_fail_the_start_or_get_honest_clients_rejected(monkeypatch):
+def test_a_liars_cell_sums_cannot_fail_the_start_or_get_honest_clients_rejected(monkeypatch):
     from fedcluster.client.respond import STEPS
     from fedcluster.messages import ClientSummary
-    from fedcluster.privacy.kinds import CELL_COUNTS
+    from fedcluster.privacy.kinds import CELL_SUMS
 
     X = load_dataset("s1").X
     parts = [X[i] for i in partition_indices(len(X), 4, "iid", seed=0)]
-    liar, honest_step = parts[0], STEPS[CELL_COUNTS]
+    liar, honest_step = parts[0], STEPS[CELL_SUMS]
 
     def lying(rows, centroids, config):
         summary = honest_step(rows, centroids, config)
         if rows is not liar:
             return summary
-        return ClientSummary(n=summary.n, counts=np.full_like(summary.counts, -1e15))
+        return ClientSummary(n=summary.n, sums=np.full_like(summary.sums, 1e12),
+                             counts=np.full_like(summary.counts, -1e15))
 
-    monkeypatch.setitem(STEPS, CELL_COUNTS, lying)
+    monkeypatch.setitem(STEPS, CELL_SUMS, lying)
     result = build_strategy(RunConfig.from_mapping({
         "k": 15, "seed": 0, "init": "private", "dp": "central", "secure-aggregation": True,
         "num-server-rounds": 1, "tol": 0.0,

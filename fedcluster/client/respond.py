@@ -22,12 +22,12 @@ from ..logs import logger
 from ..messages import (BOUNDS, EVALUATE, LOCAL_KMEANS, MOMENTS, SILHOUETTE, ClientSummary,
                         ProtocolError, Request, finite_array)
 from ..local.floor import MIN_CLUSTER_SIZE_KEY, check_reply, floor_of
-from ..local.private import (SETUP_STEPS, Masking, cell_counts_request, check_dp_request,
+from ..local.private import (SETUP_STEPS, Masking, cell_sums_request, check_dp_request,
                              dimension_request, histogram_request, secure_stage, sums_request)
 from ..local.steps import bounds_request, evaluate_request, local_kmeans_request
 from ..local.summaries import moments_request, silhouette_request, transformed
 from ..methods import METHODS
-from ..privacy.kinds import CELL_COUNTS, DIMENSION, HISTOGRAM, SUMS
+from ..privacy.kinds import CELL_SUMS, DIMENSION, HISTOGRAM, SUMS
 from ..privacy.secagg_names import BITS_KEY
 from ..privacy.secagg_names import STAGES as SECAGG_STAGES
 
@@ -47,7 +47,7 @@ ROW_STEPS: dict[str, Step] = {
     SILHOUETTE: silhouette_request,
     SUMS: sums_request,
     HISTOGRAM: histogram_request,
-    CELL_COUNTS: cell_counts_request,
+    CELL_SUMS: cell_sums_request,
     **{kind: step for method in METHODS.values() for kind, step in method.steps.items()},
 }
 
@@ -113,7 +113,8 @@ def respond(X, request: Request, node_config: Mapping[str, Any],
                 f"client data has dimension {X.shape[1]}, the global model {centroids.shape[1]}")
     setup = SETUP_STEPS.get(request.kind)
     check_dp_request(request.kind in SUM_FORMS or setup is not None, request.config, node_config,
-                     masking, X.shape[1], setup(X.shape[1]) if setup is not None else 0.0)
+                     masking, X.shape[1],
+                     setup(X.shape[1], request.config) if setup is not None else 0.0)
     config = {key: value for key, value in request.config.items() if key != BITS_KEY}
     config[MIN_CLUSTER_SIZE_KEY] = p
     if masking is not None:

@@ -16,9 +16,9 @@ a sum of discrete Gaussians: close to a discrete Gaussian, not exactly one
 (Kairouz, Liu & Steinke 2021); see :mod:`fedcluster.strategies.private` for what the accountant
 counts. :func:`histogram_request` answers the bounds step of a DP run
 without declared bounds (:mod:`fedcluster.privacy.bounds`): each feature's counts over a fixed
-grid; :func:`cell_counts_request` the private start's (:mod:`fedcluster.privacy.start`): the
-rows nearest each cell; both with their share of the step's noise under
-distributed DP. :func:`secure_stage` runs the stages of secure aggregation
+grid; :func:`cell_sums_request` the private start's (:mod:`fedcluster.privacy.start`): the
+clipped sum and the number of the rows nearest each cell; both with their
+share of the step's noise under distributed DP. :func:`secure_stage` runs the stages of secure aggregation
 (:mod:`fedcluster.privacy.secagg`) with the client's session state.
 
 What the server can and cannot make a client do (:func:`check_dp_request`,
@@ -26,9 +26,9 @@ before any step runs): a data owner states its own floor in its SuperNode's
 ``--node-config`` (:data:`NODE_MAX_EPSILON`, :data:`NODE_MIN_NOISE`,
 :data:`NODE_REQUIRE`), and a request below it is refused with the reason.
 Whatever its floor, a client answers a request that claims DP only in sum
-form (or a setup step's counts: :data:`SETUP_STEPS`), only inside secure
+form (or a setup step's: :data:`SETUP_STEPS`), only inside secure
 aggregation's masked stage, only with ``data-bounds`` (declared or
-estimated; a setup step needs none), and only if the request's noise
+estimated; the bounds step needs none), and only if the request's noise
 multiplier spends at most its ``dp-epsilon`` over its ``dp-rounds`` after
 the setup steps' multiplier (:func:`~fedcluster.privacy.accountant.fits`, the accountant's
 own test; a setup step's own multiplier must be at least that); under
@@ -36,8 +36,8 @@ own test; a setup step's own multiplier must be at least that); under
 computes itself: ``z Delta / sqrt(t)``, with ``Delta`` from the request's
 clipping (a setup step's: its own multiplier times its sensitivity) and
 ``t`` the threshold the client accepted at the share stage (not a number
-the masked request states). A setup step's counts are never sent outside
-DP and secure aggregation. What it cannot
+the masked request states). A setup step's counts (and the private start's
+sums) are never sent outside DP and secure aggregation. What it cannot
 check: that the server adds central noise, or runs no more rounds than it
 said (each request is judged alone).
 
@@ -71,7 +71,7 @@ from ..privacy import secagg_names
 from ..privacy.accountant import fits
 from ..privacy.bounds import feature_histogram
 from ..privacy.bounds import sensitivity as histogram_sensitivity
-from ..privacy.kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY, SETUP_NOISE_KEY,
+from ..privacy.kinds import (CELL_SUMS, CLIENT_NOISE_KEY, HISTOGRAM, ROUNDS_KEY, SETUP_NOISE_KEY,
                              STEP_NOISE_KEY)
 from ..privacy.mechanism import (Clipping, add_noise, client_noise_scale, clipped_sums,
                                  discrete_gaussian)
@@ -191,7 +191,9 @@ def check_dp_request(sum_form: bool, config: Mapping[str, Any], node_config: Map
     setup = request_setting(config, SETUP_NOISE_KEY, float, usable) \
         if SETUP_NOISE_KEY in config else 0.0
     step = request_setting(config, STEP_NOISE_KEY, float, usable) if setup_sensitivity else 0.0
-    if setup_sensitivity and not (setup and step >= setup):
+    # The setup's multiplier composes the steps' ((sum 1 / z^2)^(-1/2)): of one step it is that
+    # step's up to the last bits of float rounding, which must not refuse it.
+    if setup_sensitivity and not (setup and step >= setup * (1 - 1e-12)):
         raise ProtocolError(f"{STEP_NOISE_KEY} {step:g} is not counted by the run's setup "
                             f"steps ({SETUP_NOISE_KEY} {setup:g}: it must be at least that)")
     if epsilon > max_epsilon:
@@ -260,20 +262,28 @@ def _nearest_sums(X, given: np.ndarray, clipping: Clipping | None, config: dict
     return sums, counts, counts, float(to_numpy(sqdist).sum())
 
 
-def _setup_reply(X, counts: np.ndarray, config: dict) -> ClientSummary:
-    """A setup step's counts, flat, with this client's noise share (``dp-client-noise``).
+def _setup_reply(X, counts: np.ndarray, config: dict, sums: np.ndarray | None = None,
+                 count_weight: float = 1.0) -> ClientSummary:
+    """A setup step's counts (flat; with ``sums``, the private start's), with this client's noise
+    share (``dp-client-noise`` on each sum coordinate, that over ``count_weight`` on each count;
+    counts alone: ``dp-client-noise`` each, through the same sampler).
 
     Sent only under DP and masked (the request was held to the client's
     floor before, :func:`check_dp_request`): counts in the clear would show
-    single rows in their sparse bins or cells.
+    single rows in their sparse bins or cells, sums the rows themselves.
     """
     if secagg_names.BITS_KEY not in config or config.get("dp", "off") == "off":
-        raise ProtocolError("counts of a setup step are sent only under DP, inside secure "
-                            "aggregation")
+        raise ProtocolError("counts and sums of a setup step are sent only under DP, inside "
+                            "secure aggregation")
     noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
+    bits = config[secagg_names.BITS_KEY]
+    if sums is None:
+        if noise > 0:
+            counts = discrete_gaussian(counts, noise, bits)
+        return ClientSummary(n=int(X.shape[0]), counts=np.ravel(counts))
     if noise > 0:
-        counts = discrete_gaussian(counts, noise, config[secagg_names.BITS_KEY])
-    return ClientSummary(n=int(X.shape[0]), counts=np.ravel(counts))
+        sums, counts = add_noise(sums, counts, noise, count_weight, bits)
+    return ClientSummary(n=int(X.shape[0]), sums=sums, counts=counts)
 
 
 def histogram_request(X, centroids, config: dict) -> ClientSummary:
@@ -281,19 +291,36 @@ def histogram_request(X, centroids, config: dict) -> ClientSummary:
     return _setup_reply(X, feature_histogram(to_numpy(X)), config)
 
 
-def cell_counts_request(X, centroids, config: dict) -> ClientSummary:
-    """The rows nearest each cell the request carries (:mod:`fedcluster.privacy.start`), unclipped: a row adds 1
-    to one count whatever its value."""
+def _cell_clipping(config: Mapping[str, Any], dim: int) -> Clipping:
+    """The clipping of a private start's request: its ``data-bounds`` and ``dp-clip`` (required:
+    without them no row's contribution is bounded)."""
+    bounds = request_option(config, Options, "data-bounds")
+    if not bounds:
+        raise ProtocolError("a private start's request needs data-bounds: without them no row "
+                            "is clipped")
+    try:
+        return Clipping.declared(bounds, request_option(config, Options, "dp-clip"), dim)
+    except ValueError as exc:
+        raise ProtocolError(str(exc)) from None
+
+
+def cell_sums_request(X, centroids, config: dict) -> ClientSummary:
+    """Per cell the request carries (:mod:`fedcluster.privacy.start`), the sum of the rows nearest it,
+    clipped and shifted as a round's (:func:`~fedcluster.privacy.mechanism.clipped_sums`), and their
+    number: a row adds its clipped vector to one sum and 1 to one count, the sensitivity of a
+    Lloyd step's sum form (:attr:`~fedcluster.privacy.mechanism.Clipping.sensitivity`)."""
     cells = need_centroids(centroids)
+    clipping = _cell_clipping(config, cells.shape[1])
     labels, _ = assign(X, namespace_of(X).asarray(cells), chunk_size=chunk_size(config))
-    counts = np.bincount(to_numpy(labels), minlength=len(cells)).astype(np.float64)
-    return _setup_reply(X, counts, config)
+    sums, counts = clipped_sums(to_numpy(X), to_numpy(labels), len(cells), clipping)
+    return _setup_reply(X, counts, config, sums, clipping.count_weight)
 
 
-#: The setup steps' request kinds -> their L2 sensitivity to one row, from the dimension.
-SETUP_STEPS: dict[str, Callable[[int], float]] = {
-    HISTOGRAM: histogram_sensitivity,
-    CELL_COUNTS: lambda dim: 1.0,
+#: The setup steps' request kinds -> their L2 sensitivity to one row, from the dimension and the
+#: request's config (the private start's: its clipping's).
+SETUP_STEPS: dict[str, Callable[[int, Mapping[str, Any]], float]] = {
+    HISTOGRAM: lambda dim, config: histogram_sensitivity(dim),
+    CELL_SUMS: lambda dim, config: _cell_clipping(config, dim).sensitivity,
 }
 
 

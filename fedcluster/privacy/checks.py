@@ -161,13 +161,22 @@ class TotalCheck:
     def _bounded(self, sums: np.ndarray, counts: np.ndarray, sd_sum: float, sd_count: float,
                  err: float) -> str:
         """Each sum within its count's ball, widened by the noise's ``c`` standard deviations."""
-        root_d = math.sqrt(self.dim)
         norms = np.linalg.norm(sums, axis=1)
-        limits = ((np.maximum(counts, 0.0) + NOISE_MULTIPLES * sd_count) * self.radius
-                  * (1 + _FLOAT_SLACK) + NOISE_MULTIPLES * sd_sum * root_d + err * root_d)
+        limits = sum_limits(counts, self.radius, self.dim, sd_sum, sd_count, err)
         over = np.flatnonzero(norms > limits)
         if over.size:
             j = int(over[0])
             return (f"cluster {j}'s sum has norm {norms[j]:.6g}, beyond its count "
                     f"{counts[j]:.6g} times the radius {self.radius:.6g} (limit {limits[j]:.6g})")
         return ""
+
+
+def sum_limits(counts: np.ndarray, radius: float, dim: int, sd_sum: float, sd_count: float,
+               err: float = 0.0) -> np.ndarray:
+    """The largest norm each honest sum of rows clipped into the ball of ``radius`` can have:
+    its count's rows times the radius, widened by :data:`NOISE_MULTIPLES` standard deviations of
+    the noise on the count (``sd_count``) and on each sum coordinate (``sd_sum``), and by the
+    fixed-point error ``err`` per coordinate (the module docstring's rule)."""
+    root_d = math.sqrt(dim)
+    return ((np.maximum(counts, 0.0) + NOISE_MULTIPLES * sd_count) * radius * (1 + _FLOAT_SLACK)
+            + NOISE_MULTIPLES * sd_sum * root_d + err * root_d)

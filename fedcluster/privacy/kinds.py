@@ -11,8 +11,9 @@ CLIENT_NOISE_KEY = "dp-client-noise"
 ROUNDS_KEY = "dp-rounds"
 #: A histogram of each feature over a fixed grid, for bounds estimated under DP (:mod:`.bounds`).
 HISTOGRAM = "query.histogram"
-#: The number of rows nearest each of the request's cells, for a private start (:mod:`.start`).
-CELL_COUNTS = "query.cell_counts"
+#: Per cell the request carries, the sum of the clipped rows nearest it and their number, for a
+#: private start (:mod:`.start`).
+CELL_SUMS = "query.cell_sums"
 #: Request config key: the one multiplier of a DP run's setup steps together (bounds step,
 #: private start; 0 or absent: none), which the accountant composes before the rounds.
 SETUP_NOISE_KEY = "dp-setup-noise-multiplier"

@@ -20,8 +20,8 @@ budget. Two setup steps may come first, each one Gaussian mechanism with its
 share of the budget (:meth:`PrivateRounds.setup_step`, counted by the
 accountant before the rounds): without declared ``data-bounds`` the bounds
 step (:mod:`fedcluster.privacy.bounds`), and with ``init = private`` the private start
-(:mod:`fedcluster.privacy.start`); their totals go through the same secure aggregation and
-noise, and are never refused (their read-offs bound what a liar's counts
+(:mod:`fedcluster.privacy.start`: noisy sums and counts per cell, the rounds' mechanism); their
+totals go through the same secure aggregation and noise, and are never refused (their read-offs bound what a liar's counts
 can do). A calibrated budget is spread over ``dp-rounds`` rounds (0: chosen
 from epsilon, :func:`~fedcluster.privacy.accountant.rounds_for`).
 
@@ -88,7 +88,7 @@ from ..privacy import secagg
 from ..privacy import start as private_start
 from ..privacy.accountant import Budget, combined, epsilon_spent, fits, rounds_for, split
 from ..privacy.checks import TotalCheck, Verify
-from ..privacy.kinds import (CELL_COUNTS, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY,
+from ..privacy.kinds import (CELL_SUMS, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, ROUNDS_KEY,
                              SETUP_NOISE_KEY, STEP_NOISE_KEY, SUMS)
 from ..privacy.mechanism import (Clipping, add_noise, centroids_from_totals, client_noise_scale,
                                  discrete_gaussian, parse_bounds)
@@ -626,15 +626,22 @@ class PrivateRounds:
         return self.budget is not None and not self.bounds
 
     def setup_step(self, strategy: ClusteringStrategy, federation: Federation, name: str,
-                   kind: str, cells: np.ndarray | None, size: int, sensitivity: float
+                   kind: str, cells: np.ndarray | None, size: int, sensitivity: float,
+                   clipping: Clipping | None = None
                    ) -> tuple[np.ndarray, float, Exchange[ClientSummary], float]:
-        """One setup step (``name``: ``bounds`` or ``start``): the clients' ``size`` counts of
+        """One setup step (``name``: ``bounds`` or ``start``): the clients' ``size`` values of
         ``kind`` summed through secure aggregation and noised (scale: the step's multiplier
-        times ``sensitivity``). Returns the noisy counts, their noise's standard deviation,
+        times ``sensitivity``). Returns the noisy values, their noise's standard deviation,
         the exchange and the epsilon spent so far.
 
+        Counts alone (the bounds step) get that noise each. With a ``clipping`` (the private
+        start) the values are per-cell sums of rows clipped by it and then the cells' counts,
+        as a round's, and get the round's mechanism (:func:`~fedcluster.privacy.mechanism.add_noise`:
+        the returned deviation on each sum coordinate, that over ``w`` on each count); the
+        request carries the clipping's bounds, with which the clients clip.
+
         The total is never refused (``verify`` accepts it): the steps' read-offs bound what a
-        liar's counts can do (:mod:`fedcluster.privacy.bounds`, :mod:`fedcluster.privacy.start`), and a refused total would let one
+        liar's values can do (:mod:`fedcluster.privacy.bounds`, :mod:`fedcluster.privacy.start`), and a refused total would let one
         liar fail the run with the honest clients named.
         """
         budget = self.budget
@@ -645,18 +652,26 @@ class PrivateRounds:
                   SETUP_NOISE_KEY: budget.setup_multiplier, STEP_NOISE_KEY: z,
                   CLIENT_NOISE_KEY: 0.0, "chunk-size": strategy.chunk_size,
                   "device": strategy.device}
+        if clipping is not None:
+            config.update({"data-bounds": self.bounds, "dp-clip": self.clip})
 
         def client_noise(threshold: int) -> dict:
             share = sigma / math.sqrt(threshold) if self.dp == "distributed" else 0.0
             return {CLIENT_NOISE_KEY: share}
 
+        fields = ("counts",) if clipping is None else ("sums", "counts")
         vector, exchange = SecureSum(
             strategy, federation, strategy.connected_nodes(federation),
             Request(kind, config, None if cells is None else np.ascontiguousarray(cells)),
-            ("counts",), size, what=name, verify=lambda *_: "", inner_config=client_noise,
+            fields, size, what=name, verify=lambda *_: "", inner_config=client_noise,
             cost=self.cost).run()
-        if self.dp == "central":
+        if self.dp == "central" and clipping is None:
             vector = discrete_gaussian(vector, sigma, self.fraction_bits)
+        elif self.dp == "central":
+            cut = size - len(cells)
+            sums, counts = add_noise(vector[:cut], vector[cut:], sigma, clipping.count_weight,
+                                     self.fraction_bits)
+            vector = np.concatenate([sums, counts])
         else:  # the survivors' shares: sigma sqrt(s / t) in all
             sigma *= math.sqrt(max(1, len(exchange.accepted)) / max(1, self.cost.graph[2]))
         return vector, sigma, exchange, budget.spend_setup(name)
@@ -689,18 +704,21 @@ class PrivateRounds:
         dim = self.dimension(strategy, federation)
         clipping = Clipping.declared(self.bounds, self.clip, dim)
         points = private_start.cells(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
-        counts, sigma, exchange, epsilon = self.setup_step(
-            strategy, federation, "start", CELL_COUNTS, points, len(points), 1.0)
-        centres = private_start.centres_from_counts(points, counts, sigma, strategy.k,
-                                                    rng=strategy.rng)
+        cells = len(points)
+        vector, sigma, exchange, epsilon = self.setup_step(
+            strategy, federation, "start", CELL_SUMS, points, cells * (dim + 1),
+            clipping.sensitivity, clipping)
+        centres = private_start.centres_from_cells(
+            points, vector[:cells * dim].reshape(cells, dim), vector[cells * dim:], clipping,
+            sigma, strategy.k, rng=strategy.rng)
         if centres is None:
             log(WARNING, "init (private): fewer than k = %d of %d cells hold more rows than the "
-                "noise: the centres are spread apart in the bounds instead", strategy.k, len(points))
+                "noise: the centres are spread apart in the bounds instead", strategy.k, cells)
             centres = spread_in_box(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
         else:
-            log(INFO, "init (private): weighted k-means over %d cells' noisy counts (epsilon "
-                "%.4g spent so far)", len(points), epsilon)
-        return clipping.project(centres), exchange, epsilon
+            log(INFO, "init (private): weighted k-means over %d cells' noisy means (epsilon "
+                "%.4g spent so far)", cells, epsilon)
+        return centres, exchange, epsilon
 
     # -- a round ----------------------------------------------------------------------
     def stop_before(self, t: int) -> str:
