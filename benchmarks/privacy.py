@@ -10,7 +10,7 @@ For each data set, split, epsilon and seed: fedcluster's ``dwf`` with
 ``dp = central`` (and ``dp = distributed`` under secure aggregation) over
 10 in-memory clients, ``--rounds`` rounds, a start in the declared bounds
 (``--init``: random, uniform, the default; spread, packed apart; or private,
-a noisy histogram with a share of the budget; with ``--private-bounds`` the
+a DP coreset of noisy cell means with a share of the budget; with ``--private-bounds`` the
 DP runs declare no bounds and estimate them); diffprivlib's ``KMeans``
 (central DP, its own iteration count) on the pooled data at the same epsilon
 and bounds. epsilon = inf is the same

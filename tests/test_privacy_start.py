@@ -216,21 +216,22 @@ def test_a_private_start_needs_dp():
         RunConfig.from_mapping({"init": "private"})
 
 
-def test_a_dp_run_that_names_no_start_takes_the_spread_one():
-    """DP needs no guessing: without --init a DP run starts from the spread start (the method's
-    default start, local k-means, would send each client's centroids and is refused under DP)."""
+def test_a_dp_run_that_names_no_start_takes_the_private_one():
+    """DP needs no guessing: without --init a DP run starts from the private start, the DP
+    coreset (the method's default start, local k-means, would send each client's centroids and
+    is refused under DP); the spread start stays the no-budget choice when named."""
     from fedcluster.config import RunConfig
 
     for algorithm in ("dwf", "ewf", "fedkmeans", "ffcm-avg1"):
         config = RunConfig.from_mapping({"algorithm": algorithm, "dp": "central",
                                          "secure-aggregation": True, "dp-epsilon": 1.0})
-        assert config.init == "spread", algorithm
+        assert config.init == "private", algorithm
     named = RunConfig.from_mapping({"dp": "central", "secure-aggregation": True,
-                                    "dp-epsilon": 1.0, "init": "private"})
-    assert named.init == "private"
+                                    "dp-epsilon": 1.0, "init": "spread"})
+    assert named.init == "spread"
     assert RunConfig.from_mapping({}).init == "local-kmeans"
     # The estimator passes what differs from the defaults, so the same holds for it.
     from fedcluster import FederatedKMeans
 
-    assert FederatedKMeans(dp="central", secure_aggregation=True).config().init == "spread"
+    assert FederatedKMeans(dp="central", secure_aggregation=True).config().init == "private"
     assert FederatedKMeans().config().init == "local-kmeans"
