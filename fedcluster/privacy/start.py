@@ -107,9 +107,9 @@ def centres_from_cells(points: np.ndarray, sums: np.ndarray, counts: np.ndarray,
 
     from ..numerics import kmeans
 
-    clean = lambda a: np.nan_to_num(np.asarray(a, dtype=np.float64),  # noqa: E731
-                                    nan=0.0, posinf=0.0, neginf=0.0)
-    sums, counts = clean(sums), clean(counts)
+    # A liar's non-finite values read as empty cells (the total is never refused).
+    sums, counts = (np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0, posinf=0.0,
+                                  neginf=0.0) for v in (sums, counts))
     dim = points.shape[1]
     sd_count = sigma / clipping.count_weight
     kept = (counts >= max(KEEP_SDS * sd_count, np.finfo(np.float64).tiny)) & (
@@ -119,11 +119,9 @@ def centres_from_cells(points: np.ndarray, sums: np.ndarray, counts: np.ndarray,
     means = clipping.centre + sums[kept] / counts[kept, None]
     spread = cKDTree(points).query(points, 2)[0][kept, 1] ** 2
     noise = dim * sigma ** 2 / counts[kept] ** 2
-    both = spread + noise
+    # noise > 0 (a DP run's sigma is at least the least multiplier's), so the sum is too.
     representatives = clipping.project(
-        np.where(both[:, None] > 0,
-                 (means * spread[:, None] + points[kept] * noise[:, None])
-                 / np.where(both > 0, both, 1.0)[:, None], means))
+        (means * spread[:, None] + points[kept] * noise[:, None]) / (spread + noise)[:, None])
     result = kmeans(representatives, k, rng=rng, sample_weight=counts[kept], n_init=N_INIT,
                     max_iter=300, tol=1e-9)
     return clipping.project(np.array(result.centroids, dtype=np.float64))
