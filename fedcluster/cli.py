@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from .selection import KSelection, parse_k_range
-    from .server.choose_k import k_selection_run
+    from .server.run import k_selection_run
     from .simulation import SimulationError, simulate, simulated_round_timeout
 
     _check_clients(args.clients)
@@ -93,16 +93,22 @@ def _simulate(args: argparse.Namespace) -> int:
     described = (f"{dataset.name} ({counted(n, 'point')}, {counted(d, 'feature')}), split "
                  f"{args.split} over {counted(args.clients, 'client')}")
     print(f"fedcluster: {config.algorithm}, k = {config.k}, on {described}", flush=True)
-    print("fedcluster: starting the Flower simulation (Ray takes a few seconds to start)...",
-          flush=True)
-    with tempfile.TemporaryDirectory(prefix="fedcluster-partitions-") as tmp:
-        write_partitions(dataset.X, parts, tmp, split=args.split, seed=args.seed, dataset=dataset.name)
-        _end_at_once_on_signals(out, tmp)
-        try:
-            result = simulate(config, tmp, args.clients, verbose=args.verbose, run=run)
-        except SimulationError as exc:
-            print(f"fedcluster: error: {exc}", file=sys.stderr)
-            return 1
+    if args.backend == "memory":
+        result = _run_in_memory(config, [dataset.X[rows] for rows in parts], run, out,
+                                verbose=args.verbose)
+    else:
+        print("fedcluster: starting the Flower simulation (Ray takes a few seconds to start)...",
+              flush=True)
+        with tempfile.TemporaryDirectory(prefix="fedcluster-partitions-") as tmp:
+            write_partitions(dataset.X, parts, tmp, split=args.split, seed=args.seed,
+                             dataset=dataset.name)
+            _end_at_once_on_signals(out, tmp)
+            try:
+                result = simulate(config, tmp, args.clients, verbose=args.verbose, run=run,
+                                  report=False)
+            except SimulationError as exc:
+                print(f"fedcluster: error: {exc}", file=sys.stderr)
+                return 1
     print()
     if isinstance(result, KSelection):
         print(f"{result.table()}\nchosen k = {result.k} ({result.criterion}); curve: "
@@ -119,6 +125,31 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"model: {out / MODEL_FILE}  history: {out / 'history.csv'}")
     print(_write_report(result, out, reference))
     return 0
+
+
+def _run_in_memory(config: RunConfig, rows: list, run, out: Path, *, verbose: bool):
+    """``--backend memory``: the same run and files over the in-process federation.
+
+    Every client is its array in this process and a request is a function call
+    (:class:`~fedcluster.client.memory.InMemoryFederation`): no Flower, no Ray,
+    no partition files. With full participation the centroids are those of the
+    Flower simulation (same requests, same checks, same order of combination).
+    Returns what ``run`` (or :func:`~fedcluster.server.run.run_federation`) returns.
+    """
+    from .client.memory import InMemoryFederation
+    from .logs import progress_lines
+    from .server.run import run_federation
+
+    federation = InMemoryFederation(rows)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    _end_at_once_on_signals(out)
+    try:
+        with progress_lines(verbose):
+            return run(federation, config) if run is not None else run_federation(federation,
+                                                                                  config)[0]
+    finally:  # a caller of main() in this process (a test) gets its own handling back
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
 
 
 def _reference(result, dataset):
@@ -201,7 +232,7 @@ def _report(args: argparse.Namespace) -> int:
 RAY_STOP_SECONDS = 10.0
 
 
-def _end_at_once_on_signals(out: Path, partitions: str) -> None:
+def _end_at_once_on_signals(out: Path, partitions: str | None = None) -> None:
     """Make Ctrl-C (and SIGTERM) end ``fedcluster simulate`` within seconds, with one line.
 
     Flower runs the ServerApp in a thread that waits out ``round-timeout``
@@ -210,8 +241,10 @@ def _end_at_once_on_signals(out: Path, partitions: str) -> None:
     traceback. Instead the handler stops Ray (its local cluster's processes
     are this command's), removes the partition files, says where the last
     checkpoint is and how to resume from it, and exits with 128 + the signal
-    (130 for Ctrl-C). Only the command line does this: a Python caller of
-    :func:`fedcluster.simulation.simulate` keeps Python's own handling.
+    (130 for Ctrl-C). Without ``partitions`` (the in-memory backend: no Ray,
+    no files) it only says where to resume. Only the command line does this:
+    a Python caller of :func:`fedcluster.simulation.simulate` keeps Python's
+    own handling.
     """
     started = time.time()
 
@@ -220,11 +253,12 @@ def _end_at_once_on_signals(out: Path, partitions: str) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for name in ("flwr", "ray"):  # the in-flight tasks Ray cancels are no news to the user
             logging.getLogger(name).disabled = True
-        stopper = threading.Thread(target=_stop_ray, daemon=True)
-        stopper.start()
-        stopper.join(RAY_STOP_SECONDS)
-        _end_ray_leftovers()
-        shutil.rmtree(partitions, ignore_errors=True)
+        if partitions is not None:
+            stopper = threading.Thread(target=_stop_ray, daemon=True)
+            stopper.start()
+            stopper.join(RAY_STOP_SECONDS)
+            _end_ray_leftovers()
+            shutil.rmtree(partitions, ignore_errors=True)
         print(f"\nfedcluster: {_interrupted(out, started, signum)}", file=sys.stderr, flush=True)
         os._exit(128 + signum)
 
@@ -562,7 +596,8 @@ def _parser() -> argparse.ArgumentParser:
         "simulate", help="run a Flower simulation in this process",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_examples(),
         description="Partition a dataset over simulated clients and run a federated clustering "
-        "method in a Flower simulation (Ray). Methods:\n" + "\n".join(
+        "method in a Flower simulation (Ray), or with --backend memory in this process without "
+        "Flower. Methods:\n" + "\n".join(
             f"  {m.name:<10} {m.title}" for m in METHODS.values()))
     _data_options(sim)
     method = sim.add_argument_group("the method and when it stops")
@@ -582,6 +617,12 @@ def _parser() -> argparse.ArgumentParser:
     choose.add_argument("--select", choices=("silhouette", "elbow"), default="silhouette",
                         help="largest mean simplified silhouette, or the elbow of the SSE curve "
                         "(farthest from the chord between its ends) (default: silhouette)")
+    sim.add_argument(
+        "--backend", choices=("flower", "memory"), default="flower",
+        help="flower: a Flower simulation, every client a Ray actor that answers Flower "
+        "messages (default); memory: the in-process federation, every client an array in this "
+        "process answering function calls, no Flower messages and no Ray (quicker to start; the "
+        "same centroids with full participation)")
     output = sim.add_argument_group("output")
     output.add_argument("--out", type=Path, default=None,
                         help=f"output directory (default: {RunConfig().out_dir}, or the --resume "

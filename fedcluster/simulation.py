@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -65,6 +66,7 @@ def simulate(
     cpus_per_client: float = 1.0,
     verbose: bool = False,
     run=None,
+    report: bool = True,
 ) -> RunResult:
     """Run ``config`` over ``num_clients`` simulated clients and return the model.
 
@@ -74,8 +76,13 @@ def simulate(
     rejected clients) and Flower's errors are shown: Flower's and Ray's
     notices, the strategy's list of settings and the clients' own log lines
     (whose rejections the server logs anyway) are hidden. ``run`` replaces
-    what the ServerApp does (see :func:`fedcluster.server.app.build_server_app`);
-    its return value is returned. The run waits for all ``num_clients``
+    what the ServerApp does with the federation and the config (see
+    :func:`fedcluster.server.app.build_server_app`); its return value is
+    returned. Without ``report`` the ServerApp writes no final ``report.html``
+    (the caller writes its own). Flower starts one Ray actor per
+    ``cpus_per_client`` of the machine's cores, but never more than
+    ``num_clients``: each actor is a process that imports Ray, Flower and the
+    ClientApp (about 3 CPU-s on a loaded 2-core machine) before its first message. The run waits for all ``num_clients``
     before its first request, whatever ``config.min_nodes`` says: Flower
     starts the ServerApp while it is still registering the simulated nodes,
     and a first request sent then would miss some of them.
@@ -96,15 +103,14 @@ def simulate(
     colour_only_on_a_terminal()  # before Flower's first lines (the ServerApp's would be later)
 
     data = {"partitions-dir": str(Path(partitions_dir).resolve())}
-    backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}
-    if not verbose:
-        backend["init_args"] = {"log_to_driver": False, "logging_level": logging.ERROR}
+    backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0},
+               "init_args": _ray_init_args(num_clients, cpus_per_client, verbose)}
     results: list[RunResult] = []
     try:
         with _quiet(not verbose):
             run_simulation(
                 server_app=build_server_app({**config.to_flower(), **data, "min-nodes": num_clients},
-                                            results.append, run),
+                                            results.append, run, final_report=report),
                 client_app=build_client_app(data),
                 num_supernodes=num_clients,
                 backend_config=backend,
@@ -116,6 +122,21 @@ def simulate(
         raise SimulationError(f"the simulated run wrote no model to {config.out_dir}; its log "
                               "above says why")
     return results[0]
+
+
+def _ray_init_args(num_clients: int, cpus_per_client: float, verbose: bool) -> dict:
+    """``ray.init``'s arguments (Flower adds ``include_dashboard=False`` and the PYTHONPATH).
+
+    Where the clients need fewer cores than the machine has, Ray is told only
+    that many, so that Flower (which starts as many actors as the cores hold)
+    starts one actor per client, not one per core. Unless ``verbose``, the
+    workers' output stays in Ray's log files.
+    """
+    args: dict = {} if verbose else {"log_to_driver": False, "logging_level": logging.ERROR}
+    needed = math.ceil(num_clients * cpus_per_client)
+    if needed < (os.cpu_count() or 1):
+        args["num_cpus"] = needed
+    return args
 
 
 class _OwnLinesOnly(logging.Filter):

@@ -52,6 +52,23 @@ def test_inspect_prints_text_and_json(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["centroids"] == [[0.0, 1.0], [2.0, 3.0]]
 
 
+def test_simulate_in_memory_writes_a_runs_files_with_no_flower_or_ray_loaded(tmp_path):
+    """``--backend memory``: the in-process federation, its progress lines as Flower's would be."""
+    out = tmp_path / "out"
+    script = ("import sys\nfrom fedcluster.cli import main\n"
+              f"code = main(['simulate', '--backend', 'memory', '--clients', '3', '--out', {str(out)!r}])\n"
+              "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('flwr', 'ray'))\n"
+              "assert not loaded, loaded[:5]\nsys.exit(code)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "starting the Flower simulation" not in done.stdout
+    assert re.search(r"^INFO :      round 1/100: movement ", done.stderr, re.M), done.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "checkpoint.json", "history.csv", "model.pb", "report.html"]
+    assert read_model(out / "model.pb").rounds >= 1
+
+
 def test_bad_options_fail_before_anything_runs(tmp_path, capsys):
     assert main(["simulate", "--lr", "3", "--out", str(tmp_path)]) == 2
     assert "invalid value for 'lr': 3.0" in capsys.readouterr().err
