@@ -20,17 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, get_args, get_origin
 
+# Only what `fedcluster inspect` needs is imported here (it should answer at once); every
+# other command imports its modules where it runs (the methods, pydantic's run config, the data
+# sets, Flower), and the full parser is built only for them (see main).
 from ._version import __version__
-from .config import ConfigError, RunConfig
 from .logs import counted
-from .methods import COMMON_OPTIONS, METHODS
-from .options import setting_defaults
-from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
-from .data.partition import SPLIT_HELP
-from .privacy.options import check_delta_for_rows
 from .server.artifacts import MODEL_FILE, read_model
 from .server.presentation import format_result, result_to_dict
-from .submit import add_submit_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     0: done; 1: the run (or a benchmark run) failed; 2: invalid input. A
     failure prints one line ``fedcluster: error: ...`` on standard error.
     """
-    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser(only=argv[0] if argv[:1] == ["inspect"] else None)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
@@ -47,12 +44,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`fedcluster inspect model.pb | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (ConfigError, DataError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # ConfigError and DataError are ValueErrors
         print(f"fedcluster: error: {exc}", file=sys.stderr)
         return 2
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from .config import ConfigError, RunConfig
+    from .data import write_partitions
+    from .options import setting_defaults
+    from .privacy.options import check_delta_for_rows
     from .selection import KSelection, parse_k_range
     from .server.run import k_selection_run
     from .simulation import SimulationError, simulate, simulated_round_timeout
@@ -205,6 +206,7 @@ def _write_report(result, out: Path, reference) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from .options import ConfigError
     from .report import ReportUnavailable, write_progress_report, write_report
     from .server.checkpoint import checkpoint_path, read_checkpoint
 
@@ -328,6 +330,7 @@ def _check_row_length(config: RunConfig, dataset) -> None:
     if config.algorithm != "deepfeca":
         return
     from .methods.deepfeca.options import parse_shape
+    from .options import ConfigError
 
     needed, d = math.prod(parse_shape(config.image_shape)), dataset.X.shape[1]
     if needed != d:
@@ -346,6 +349,8 @@ def _check_feasible(p: int, k: int, asked: str, sizes: list[int]) -> None:
     fail only after every round's warnings. ``asked`` names where ``k`` came
     from in the message.
     """
+    from .options import ConfigError
+
     if max(sizes) < p:
         raise ConfigError(f"every one of the {counted(len(sizes), 'client')} holds fewer than "
                           f"--min-cluster-size {p} rows (the largest {counted(max(sizes), 'row')}): "
@@ -364,6 +369,8 @@ def _default_out(replace: bool) -> Path:
     keeps every run, and the refusal of :func:`_check_out` is for an ``--out``
     named on purpose.
     """
+    from .config import RunConfig
+
     default = Path(RunConfig().out_dir)
     if replace or not (default / MODEL_FILE).exists():
         return default
@@ -384,6 +391,8 @@ def _check_out(out: Path, *, replace: bool) -> None:
     A finished run's model there is refused unless ``replace`` (``--overwrite``,
     or the run resumes in its own directory), so that no run is lost silently.
     """
+    from .options import ConfigError
+
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: a file is in the way (the run writes a directory there)")
     if not replace and (out / MODEL_FILE).exists():
@@ -405,11 +414,15 @@ _OUT_ROOM = 1 << 20
 
 
 def _check_clients(clients: int) -> None:
+    from .options import ConfigError
+
     if clients < 1:
         raise ConfigError(f"--clients must be at least 1, got {clients}")
 
 
 def _partition(args: argparse.Namespace) -> int:
+    from .data import write_partitions
+
     _check_clients(args.clients)
     dataset, parts = _partitioned(args)
     try:
@@ -469,6 +482,8 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _dataset(args: argparse.Namespace):
     """The dataset the options name."""
+    from .data import BlobsParams, load_dataset
+
     blobs = None
     if args.dataset == "blobs":
         blobs = BlobsParams(n_samples=args.blobs_samples, centers=args.blobs_centers,
@@ -479,16 +494,21 @@ def _dataset(args: argparse.Namespace):
 
 def _partitioned(args: argparse.Namespace):
     """The dataset the options name, and its split into ``--clients`` index sets."""
+    from .data import partition_indices
+
     dataset = _dataset(args)
     parts = partition_indices(dataset.X.shape[0], args.clients, args.split,
                               labels=dataset.labels, points=dataset.X, seed=args.seed)
     return dataset, parts
 
 
-#: Settings of every method that a simulation takes from the command line (waiting for
-#: nodes matters only in a deployment; a simulation waits for all of its clients).
-SIMULATE_OPTIONS = tuple(key for key in COMMON_OPTIONS
-                         if key not in ("seed", "min-nodes", "node-wait-timeout"))
+def simulate_options() -> tuple[str, ...]:
+    """Settings of every method that a simulation takes from the command line (waiting for
+    nodes matters only in a deployment; a simulation waits for all of its clients)."""
+    from .methods import COMMON_OPTIONS
+
+    return tuple(key for key in COMMON_OPTIONS
+                 if key not in ("seed", "min-nodes", "node-wait-timeout"))
 
 
 #: Simulation defaults that are not RunConfig's, as the help states them.
@@ -497,6 +517,8 @@ _SIMULATED_DEFAULTS = {"round-timeout": "300 + clients / (2 x Ray actors), one a
 
 def _config_option(group, key: str) -> None:
     """A command-line option for the run-config field ``key``, typed and documented by it."""
+    from .config import RunConfig
+
     field = RunConfig.model_fields[key.replace("-", "_")]
     flag = "--rounds" if key == "num-server-rounds" else f"--{key}"
     default = _SIMULATED_DEFAULTS.get(key, field.default)
@@ -523,6 +545,9 @@ def _boolean(text: str) -> bool:
 def _data_options(parser: argparse.ArgumentParser, dataset: str | None = "s1",
                   title: str = "data and its split", *, split: bool = True) -> None:
     """The options that name a data set (and, with ``split``, how it is split over clients)."""
+    from .data import DATASET_NAMES, BlobsParams
+    from .data.partition import SPLIT_HELP
+
     defaults = BlobsParams()
     data = parser.add_argument_group(title)
     data.add_argument("--dataset", default=dataset,
@@ -585,12 +610,20 @@ def _examples() -> str:
                                       for what, command in SIMULATE_EXAMPLES)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command, or ``only="inspect"``, which then needs none
+    of the imports the others' options do (the methods, the run config, the data sets)."""
     parser = _Parser(prog="fedcluster", description=(
         "Federated k-means-style clustering on Flower: data stays with its owners, "
         "only centroids and counts travel."))
     parser.add_argument("--version", action="version", version=f"fedcluster {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    if only == "inspect":
+        _inspect_parser(commands)
+        return parser
+    from .config import RunConfig
+    from .methods import METHODS
+    from .submit import add_submit_parser
 
     sim = commands.add_parser(
         "simulate", help="run a Flower simulation in this process",
@@ -603,7 +636,7 @@ def _parser() -> argparse.ArgumentParser:
     method = sim.add_argument_group("the method and when it stops")
     clients = sim.add_argument_group("clients and computation")
     privacy = sim.add_argument_group("privacy: differential privacy and secure aggregation")
-    for key in SIMULATE_OPTIONS:
+    for key in simulate_options():
         _config_option(method if key in _METHOD_SECTION else privacy
                        if key.startswith(_PRIVACY_PREFIXES) else clients, key)
     method.add_argument("--standardize", action="store_true", default=None,
@@ -636,7 +669,7 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("-v", "--verbose", action="store_true",
                         help="show Flower's and Ray's log, the clients' log and every setting "
                              "(the summary lists only those that differ from the defaults)")
-    shown = set(SIMULATE_OPTIONS)
+    shown = set(simulate_options())
     for method in METHODS.values():
         own = [key for key in method.own_keys if key not in shown]
         also = [f"--{key}" for key in method.own_keys if key in shown]
@@ -670,10 +703,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="render the report from the finished runs without running anything")
     bench.set_defaults(func=_bench)
 
-    insp = commands.add_parser("inspect", help="print a model file")
-    insp.add_argument("model", type=Path, help="a model.pb written by a run")
-    insp.add_argument("--json", action="store_true", help="JSON with the centroids")
-    insp.set_defaults(func=_inspect)
+    _inspect_parser(commands)
 
     rep = commands.add_parser(
         "report", help="write a run's report.html again from its model.pb",
@@ -689,6 +719,13 @@ def _parser() -> argparse.ArgumentParser:
     add_submit_parser(commands)
     return parser
 
+
+
+def _inspect_parser(commands) -> None:
+    insp = commands.add_parser("inspect", help="print a model file")
+    insp.add_argument("model", type=Path, help="a model.pb written by a run")
+    insp.add_argument("--json", action="store_true", help="JSON with the centroids")
+    insp.set_defaults(func=_inspect)
 
 if __name__ == "__main__":
     raise SystemExit(main())

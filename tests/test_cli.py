@@ -388,7 +388,7 @@ def test_a_wrong_split_or_init_is_one_line_naming_the_valid_ones(tmp_path, capsy
 
 
 def test_simulate_help_is_in_sections_and_ends_with_examples_that_parse(capsys):
-    from fedcluster.cli import SIMULATE_EXAMPLES, SIMULATE_OPTIONS, _parser
+    from fedcluster.cli import SIMULATE_EXAMPLES, _parser, simulate_options
 
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])
@@ -400,7 +400,7 @@ def test_simulate_help_is_in_sections_and_ends_with_examples_that_parse(capsys):
     assert text.rstrip().endswith(f"fedcluster {SIMULATE_EXAMPLES[-1][1]}")
     privacy = text.split("\nprivacy: ")[1].split("\nchoosing k")[0]
     assert "--dp-epsilon" in privacy and "--secagg-threshold" in privacy and "--k " not in privacy
-    for key in SIMULATE_OPTIONS:
+    for key in simulate_options():
         assert ("--rounds" if key == "num-server-rounds" else f"--{key}") in text
     parser = _parser()
     for _, command in SIMULATE_EXAMPLES:
