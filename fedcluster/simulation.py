@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -94,20 +96,20 @@ def simulate(
         new model.
     """
     set_offline_env()
-    from flwr.simulation import run_simulation  # Ray loads only when a simulation runs
-
-    from .client.app import build_client_app
-    from .server.app import build_server_app
     from .federation.base import RunFailed
 
-    colour_only_on_a_terminal()  # before Flower's first lines (the ServerApp's would be later)
-
     data = {"partitions-dir": str(Path(partitions_dir).resolve())}
-    backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0},
-               "init_args": _ray_init_args(num_clients, cpus_per_client, verbose)}
+    backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}
     results: list[RunResult] = []
     try:
         with _quiet(not verbose):
+            # Flower and the apps are imported while Ray starts: most of Ray's start is
+            # waiting for its own processes.
+            with ThreadPoolExecutor(1) as pool:
+                importer = pool.submit(_import_flower_and_the_apps)
+                _start_ray(_ray_init_args(num_clients, cpus_per_client, verbose))
+                run_simulation, build_client_app, build_server_app = importer.result()
+            colour_only_on_a_terminal()  # before Flower's first lines
             run_simulation(
                 server_app=build_server_app({**config.to_flower(), **data, "min-nodes": num_clients},
                                             results.append, run, final_report=report),
@@ -137,6 +139,38 @@ def _ray_init_args(num_clients: int, cpus_per_client: float, verbose: bool) -> d
     if needed < (os.cpu_count() or 1):
         args["num_cpus"] = needed
     return args
+
+
+def _import_flower_and_the_apps():
+    """Flower's simulation entry and the two apps' builders (Ray loads only when a simulation runs)."""
+    from flwr.simulation import run_simulation
+
+    from .client.app import build_client_app
+    from .server.app import build_server_app
+
+    return run_simulation, build_client_app, build_server_app
+
+
+def _start_ray(init_args: dict) -> None:
+    """Start Ray's local cluster as Flower would, but without a runtime environment.
+
+    Flower's Ray backend starts Ray (unless it is running) with a runtime
+    environment of one variable, ``PYTHONPATH`` (this process's ``sys.path``, so
+    that the workers import the apps as it does). Under any runtime environment
+    Ray has its runtime-environment agent set it up and starts each worker
+    through a setup process of its own (``setup_worker.py``: one more Python
+    interpreter that imports Ray, per worker). The variable set here in this
+    process's environment reaches the workers by inheritance instead (Flower
+    sets it there too); Flower then uses this cluster and shuts it down at the
+    end of the run.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    paths = [*sys.path, os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
+    ray.init(include_dashboard=False, **init_args)
 
 
 class _OwnLinesOnly(logging.Filter):
