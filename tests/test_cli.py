@@ -515,3 +515,15 @@ def test_a_simulated_round_waits_longer_for_a_larger_federation(tmp_path, monkey
         main(["simulate", "--dataset", "blobs", "--blobs-samples", "20000", "--k", "3", *argv,
               "--out", str(tmp_path / "out")])
     assert seen == [pytest.approx(expected(os.cpu_count()))]
+
+
+def test_ray_gets_no_more_cores_than_the_clients_need(monkeypatch):
+    """Flower starts one actor per core (each a process importing Ray and Flower): not more than
+    the clients."""
+    from fedcluster.simulation import _ray_init_args
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert _ray_init_args(3, 1.0, verbose=False)["num_cpus"] == 3
+    assert _ray_init_args(3, 2.0, verbose=True) == {"num_cpus": 6}
+    assert "num_cpus" not in _ray_init_args(16, 1.0, verbose=False)
+    assert "num_cpus" not in _ray_init_args(1000, 1.0, verbose=False)
