@@ -20,17 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, get_args, get_origin
 
+# Only what `fedcluster inspect` needs is imported here (it should answer at once); every
+# other command imports its modules where it runs (the methods, pydantic's run config, the data
+# sets, Flower), and the full parser is built only for them (see main).
 from ._version import __version__
-from .config import ConfigError, RunConfig
 from .logs import counted
-from .methods import COMMON_OPTIONS, METHODS
-from .options import setting_defaults
-from .data import DATASET_NAMES, BlobsParams, DataError, load_dataset, partition_indices, write_partitions
-from .data.partition import SPLIT_HELP
-from .privacy.options import check_delta_for_rows
 from .server.artifacts import MODEL_FILE, read_model
 from .server.presentation import format_result, result_to_dict
-from .submit import add_submit_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     0: done; 1: the run (or a benchmark run) failed; 2: invalid input. A
     failure prints one line ``fedcluster: error: ...`` on standard error.
     """
-    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser(only=argv[0] if argv[:1] == ["inspect"] else None)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
@@ -47,14 +44,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`fedcluster inspect model.pb | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (ConfigError, DataError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # ConfigError and DataError are ValueErrors
         print(f"fedcluster: error: {exc}", file=sys.stderr)
         return 2
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from .config import ConfigError, RunConfig
+    from .data import write_partitions
+    from .options import setting_defaults
+    from .privacy.options import check_delta_for_rows
     from .selection import KSelection, parse_k_range
-    from .server.choose_k import k_selection_run
+    from .server.run import k_selection_run
     from .simulation import SimulationError, simulate, simulated_round_timeout
 
     _check_clients(args.clients)
@@ -93,16 +94,22 @@ def _simulate(args: argparse.Namespace) -> int:
     described = (f"{dataset.name} ({counted(n, 'point')}, {counted(d, 'feature')}), split "
                  f"{args.split} over {counted(args.clients, 'client')}")
     print(f"fedcluster: {config.algorithm}, k = {config.k}, on {described}", flush=True)
-    print("fedcluster: starting the Flower simulation (Ray takes a few seconds to start)...",
-          flush=True)
-    with tempfile.TemporaryDirectory(prefix="fedcluster-partitions-") as tmp:
-        write_partitions(dataset.X, parts, tmp, split=args.split, seed=args.seed, dataset=dataset.name)
-        _end_at_once_on_signals(out, tmp)
-        try:
-            result = simulate(config, tmp, args.clients, verbose=args.verbose, run=run)
-        except SimulationError as exc:
-            print(f"fedcluster: error: {exc}", file=sys.stderr)
-            return 1
+    if args.backend == "memory":
+        result = _run_in_memory(config, [dataset.X[rows] for rows in parts], run, out,
+                                verbose=args.verbose)
+    else:
+        print("fedcluster: starting the Flower simulation (Ray takes a few seconds to start)...",
+              flush=True)
+        with tempfile.TemporaryDirectory(prefix="fedcluster-partitions-") as tmp:
+            write_partitions(dataset.X, parts, tmp, split=args.split, seed=args.seed,
+                             dataset=dataset.name)
+            _end_at_once_on_signals(out, tmp)
+            try:
+                result = simulate(config, tmp, args.clients, verbose=args.verbose, run=run,
+                                  report=False)
+            except SimulationError as exc:
+                print(f"fedcluster: error: {exc}", file=sys.stderr)
+                return 1
     print()
     if isinstance(result, KSelection):
         print(f"{result.table()}\nchosen k = {result.k} ({result.criterion}); curve: "
@@ -119,6 +126,31 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"model: {out / MODEL_FILE}  history: {out / 'history.csv'}")
     print(_write_report(result, out, reference))
     return 0
+
+
+def _run_in_memory(config: RunConfig, rows: list, run, out: Path, *, verbose: bool):
+    """``--backend memory``: the same run and files over the in-process federation.
+
+    Every client is its array in this process and a request is a function call
+    (:class:`~fedcluster.client.memory.InMemoryFederation`): no Flower, no Ray,
+    no partition files. With full participation the centroids are those of the
+    Flower simulation (same requests, same checks, same order of combination).
+    Returns what ``run`` (or :func:`~fedcluster.server.run.run_federation`) returns.
+    """
+    from .client.memory import InMemoryFederation
+    from .logs import progress_lines
+    from .server.run import run_federation
+
+    federation = InMemoryFederation(rows)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    _end_at_once_on_signals(out)
+    try:
+        with progress_lines(verbose):
+            return run(federation, config) if run is not None else run_federation(federation,
+                                                                                  config)[0]
+    finally:  # a caller of main() in this process (a test) gets its own handling back
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
 
 
 def _reference(result, dataset):
@@ -174,6 +206,7 @@ def _write_report(result, out: Path, reference) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from .options import ConfigError
     from .report import ReportUnavailable, write_progress_report, write_report
     from .server.checkpoint import checkpoint_path, read_checkpoint
 
@@ -201,7 +234,7 @@ def _report(args: argparse.Namespace) -> int:
 RAY_STOP_SECONDS = 10.0
 
 
-def _end_at_once_on_signals(out: Path, partitions: str) -> None:
+def _end_at_once_on_signals(out: Path, partitions: str | None = None) -> None:
     """Make Ctrl-C (and SIGTERM) end ``fedcluster simulate`` within seconds, with one line.
 
     Flower runs the ServerApp in a thread that waits out ``round-timeout``
@@ -210,8 +243,10 @@ def _end_at_once_on_signals(out: Path, partitions: str) -> None:
     traceback. Instead the handler stops Ray (its local cluster's processes
     are this command's), removes the partition files, says where the last
     checkpoint is and how to resume from it, and exits with 128 + the signal
-    (130 for Ctrl-C). Only the command line does this: a Python caller of
-    :func:`fedcluster.simulation.simulate` keeps Python's own handling.
+    (130 for Ctrl-C). Without ``partitions`` (the in-memory backend: no Ray,
+    no files) it only says where to resume. Only the command line does this:
+    a Python caller of :func:`fedcluster.simulation.simulate` keeps Python's
+    own handling.
     """
     started = time.time()
 
@@ -220,11 +255,12 @@ def _end_at_once_on_signals(out: Path, partitions: str) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for name in ("flwr", "ray"):  # the in-flight tasks Ray cancels are no news to the user
             logging.getLogger(name).disabled = True
-        stopper = threading.Thread(target=_stop_ray, daemon=True)
-        stopper.start()
-        stopper.join(RAY_STOP_SECONDS)
-        _end_ray_leftovers()
-        shutil.rmtree(partitions, ignore_errors=True)
+        if partitions is not None:
+            stopper = threading.Thread(target=_stop_ray, daemon=True)
+            stopper.start()
+            stopper.join(RAY_STOP_SECONDS)
+            _end_ray_leftovers()
+            shutil.rmtree(partitions, ignore_errors=True)
         print(f"\nfedcluster: {_interrupted(out, started, signum)}", file=sys.stderr, flush=True)
         os._exit(128 + signum)
 
@@ -294,6 +330,7 @@ def _check_row_length(config: RunConfig, dataset) -> None:
     if config.algorithm != "deepfeca":
         return
     from .methods.deepfeca.options import parse_shape
+    from .options import ConfigError
 
     needed, d = math.prod(parse_shape(config.image_shape)), dataset.X.shape[1]
     if needed != d:
@@ -312,6 +349,8 @@ def _check_feasible(p: int, k: int, asked: str, sizes: list[int]) -> None:
     fail only after every round's warnings. ``asked`` names where ``k`` came
     from in the message.
     """
+    from .options import ConfigError
+
     if max(sizes) < p:
         raise ConfigError(f"every one of the {counted(len(sizes), 'client')} holds fewer than "
                           f"--min-cluster-size {p} rows (the largest {counted(max(sizes), 'row')}): "
@@ -330,6 +369,8 @@ def _default_out(replace: bool) -> Path:
     keeps every run, and the refusal of :func:`_check_out` is for an ``--out``
     named on purpose.
     """
+    from .config import RunConfig
+
     default = Path(RunConfig().out_dir)
     if replace or not (default / MODEL_FILE).exists():
         return default
@@ -350,6 +391,8 @@ def _check_out(out: Path, *, replace: bool) -> None:
     A finished run's model there is refused unless ``replace`` (``--overwrite``,
     or the run resumes in its own directory), so that no run is lost silently.
     """
+    from .options import ConfigError
+
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: a file is in the way (the run writes a directory there)")
     if not replace and (out / MODEL_FILE).exists():
@@ -371,11 +414,15 @@ _OUT_ROOM = 1 << 20
 
 
 def _check_clients(clients: int) -> None:
+    from .options import ConfigError
+
     if clients < 1:
         raise ConfigError(f"--clients must be at least 1, got {clients}")
 
 
 def _partition(args: argparse.Namespace) -> int:
+    from .data import write_partitions
+
     _check_clients(args.clients)
     dataset, parts = _partitioned(args)
     try:
@@ -435,6 +482,8 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _dataset(args: argparse.Namespace):
     """The dataset the options name."""
+    from .data import BlobsParams, load_dataset
+
     blobs = None
     if args.dataset == "blobs":
         blobs = BlobsParams(n_samples=args.blobs_samples, centers=args.blobs_centers,
@@ -445,16 +494,21 @@ def _dataset(args: argparse.Namespace):
 
 def _partitioned(args: argparse.Namespace):
     """The dataset the options name, and its split into ``--clients`` index sets."""
+    from .data import partition_indices
+
     dataset = _dataset(args)
     parts = partition_indices(dataset.X.shape[0], args.clients, args.split,
                               labels=dataset.labels, points=dataset.X, seed=args.seed)
     return dataset, parts
 
 
-#: Settings of every method that a simulation takes from the command line (waiting for
-#: nodes matters only in a deployment; a simulation waits for all of its clients).
-SIMULATE_OPTIONS = tuple(key for key in COMMON_OPTIONS
-                         if key not in ("seed", "min-nodes", "node-wait-timeout"))
+def simulate_options() -> tuple[str, ...]:
+    """Settings of every method that a simulation takes from the command line (waiting for
+    nodes matters only in a deployment; a simulation waits for all of its clients)."""
+    from .methods import COMMON_OPTIONS
+
+    return tuple(key for key in COMMON_OPTIONS
+                 if key not in ("seed", "min-nodes", "node-wait-timeout"))
 
 
 #: Simulation defaults that are not RunConfig's, as the help states them.
@@ -463,6 +517,8 @@ _SIMULATED_DEFAULTS = {"round-timeout": "300 + clients / (2 x Ray actors), one a
 
 def _config_option(group, key: str) -> None:
     """A command-line option for the run-config field ``key``, typed and documented by it."""
+    from .config import RunConfig
+
     field = RunConfig.model_fields[key.replace("-", "_")]
     flag = "--rounds" if key == "num-server-rounds" else f"--{key}"
     default = _SIMULATED_DEFAULTS.get(key, field.default)
@@ -489,6 +545,9 @@ def _boolean(text: str) -> bool:
 def _data_options(parser: argparse.ArgumentParser, dataset: str | None = "s1",
                   title: str = "data and its split", *, split: bool = True) -> None:
     """The options that name a data set (and, with ``split``, how it is split over clients)."""
+    from .data import DATASET_NAMES, BlobsParams
+    from .data.partition import SPLIT_HELP
+
     defaults = BlobsParams()
     data = parser.add_argument_group(title)
     data.add_argument("--dataset", default=dataset,
@@ -551,24 +610,33 @@ def _examples() -> str:
                                       for what, command in SIMULATE_EXAMPLES)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command, or ``only="inspect"``, which then needs none
+    of the imports the others' options do (the methods, the run config, the data sets)."""
     parser = _Parser(prog="fedcluster", description=(
         "Federated k-means-style clustering on Flower: data stays with its owners, "
         "only centroids and counts travel."))
     parser.add_argument("--version", action="version", version=f"fedcluster {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    if only == "inspect":
+        _inspect_parser(commands)
+        return parser
+    from .config import RunConfig
+    from .methods import METHODS
+    from .submit import add_submit_parser
 
     sim = commands.add_parser(
         "simulate", help="run a Flower simulation in this process",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_examples(),
         description="Partition a dataset over simulated clients and run a federated clustering "
-        "method in a Flower simulation (Ray). Methods:\n" + "\n".join(
+        "method in a Flower simulation (Ray), or with --backend memory in this process without "
+        "Flower. Methods:\n" + "\n".join(
             f"  {m.name:<10} {m.title}" for m in METHODS.values()))
     _data_options(sim)
     method = sim.add_argument_group("the method and when it stops")
     clients = sim.add_argument_group("clients and computation")
     privacy = sim.add_argument_group("privacy: differential privacy and secure aggregation")
-    for key in SIMULATE_OPTIONS:
+    for key in simulate_options():
         _config_option(method if key in _METHOD_SECTION else privacy
                        if key.startswith(_PRIVACY_PREFIXES) else clients, key)
     method.add_argument("--standardize", action="store_true", default=None,
@@ -582,6 +650,12 @@ def _parser() -> argparse.ArgumentParser:
     choose.add_argument("--select", choices=("silhouette", "elbow"), default="silhouette",
                         help="largest mean simplified silhouette, or the elbow of the SSE curve "
                         "(farthest from the chord between its ends) (default: silhouette)")
+    sim.add_argument(
+        "--backend", choices=("flower", "memory"), default="flower",
+        help="flower: a Flower simulation, every client a Ray actor that answers Flower "
+        "messages (default); memory: the in-process federation, every client an array in this "
+        "process answering function calls, no Flower messages and no Ray (quicker to start; the "
+        "same centroids with full participation)")
     output = sim.add_argument_group("output")
     output.add_argument("--out", type=Path, default=None,
                         help=f"output directory (default: {RunConfig().out_dir}, or the --resume "
@@ -595,7 +669,7 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("-v", "--verbose", action="store_true",
                         help="show Flower's and Ray's log, the clients' log and every setting "
                              "(the summary lists only those that differ from the defaults)")
-    shown = set(SIMULATE_OPTIONS)
+    shown = set(simulate_options())
     for method in METHODS.values():
         own = [key for key in method.own_keys if key not in shown]
         also = [f"--{key}" for key in method.own_keys if key in shown]
@@ -629,10 +703,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="render the report from the finished runs without running anything")
     bench.set_defaults(func=_bench)
 
-    insp = commands.add_parser("inspect", help="print a model file")
-    insp.add_argument("model", type=Path, help="a model.pb written by a run")
-    insp.add_argument("--json", action="store_true", help="JSON with the centroids")
-    insp.set_defaults(func=_inspect)
+    _inspect_parser(commands)
 
     rep = commands.add_parser(
         "report", help="write a run's report.html again from its model.pb",
@@ -648,6 +719,13 @@ def _parser() -> argparse.ArgumentParser:
     add_submit_parser(commands)
     return parser
 
+
+
+def _inspect_parser(commands) -> None:
+    insp = commands.add_parser("inspect", help="print a model file")
+    insp.add_argument("model", type=Path, help="a model.pb written by a run")
+    insp.add_argument("--json", action="store_true", help="JSON with the centroids")
+    insp.set_defaults(func=_inspect)
 
 if __name__ == "__main__":
     raise SystemExit(main())

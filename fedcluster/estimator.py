@@ -357,7 +357,8 @@ class FederatedKMeans:
             write_partitions(np.concatenate(parts), indices, f"{tmp}/parts")
             run_config = config.model_copy(update={"out_dir": f"{tmp}/out",
                                                    "min_nodes": len(parts)})
-            return simulate(run_config, f"{tmp}/parts", len(parts), verbose=verbose, run=run)
+            return simulate(run_config, f"{tmp}/parts", len(parts), verbose=verbose, run=run,
+                            report=False)
 
     # -- using the model ----------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:
@@ -477,7 +478,7 @@ def select_k(parts: Sequence[Any], k_range: str | Sequence[int], criterion: str 
 
         selection = select_over(InMemoryFederation(kept), config, ks, criterion)
     else:
-        from .server.choose_k import run_k_selection  # Flower's: only for this backend
+        from .server.run import run_k_selection  # it writes the files: only for this backend
 
         selection = model._simulate(config, kept, verbose,
                                     run=partial(run_k_selection, ks=ks, criterion=criterion))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 logger = logging.getLogger("flwr")
 log = logger.log
@@ -51,3 +53,34 @@ def colour_only_on_a_terminal() -> None:
     from flwr.common.logger import console_handler, update_console_handler
 
     update_console_handler(colored=use_colour(console_handler.stream))
+
+
+class _FlowerLike(logging.Formatter):
+    """Flower's console format without colour ("INFO :      round 1/..."), so that a run
+    without Flower reads as one with it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname} : {' ' * (8 - len(record.levelname))} {record.getMessage()}"
+
+
+@contextmanager
+def progress_lines(verbose: bool) -> Iterator[None]:
+    """Print fedcluster's log lines on standard error while a run goes on without Flower.
+
+    The in-memory backend of ``fedcluster simulate`` imports no Flower, whose
+    console handler would otherwise print them (see above); its details (the
+    list of settings) only when ``verbose``, as a quiet simulation does. The
+    logger is left as it was found.
+    """
+    handler = logging.StreamHandler()
+    handler.setFormatter(_FlowerLike())
+    if not verbose:
+        handler.addFilter(lambda record: not getattr(record, "fedcluster_detail", False))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

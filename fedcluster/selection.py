@@ -25,7 +25,7 @@ The criteria (:data:`CRITERIA`):
 :func:`select_over` runs the curve over any federation. Its faces stand
 above it: :func:`fedcluster.estimator.select_k` over arrays (in memory or as
 one Flower simulation), and the command line's ``fedcluster simulate
---k-range``, which runs :func:`fedcluster.server.choose_k.run_k_selection`
+--k-range``, which runs :func:`fedcluster.server.run.run_k_selection`
 inside one ServerApp. This module does not import Flower.
 """
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
+import sys
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -65,6 +68,7 @@ def simulate(
     cpus_per_client: float = 1.0,
     verbose: bool = False,
     run=None,
+    report: bool = True,
 ) -> RunResult:
     """Run ``config`` over ``num_clients`` simulated clients and return the model.
 
@@ -74,8 +78,13 @@ def simulate(
     rejected clients) and Flower's errors are shown: Flower's and Ray's
     notices, the strategy's list of settings and the clients' own log lines
     (whose rejections the server logs anyway) are hidden. ``run`` replaces
-    what the ServerApp does (see :func:`fedcluster.server.app.build_server_app`);
-    its return value is returned. The run waits for all ``num_clients``
+    what the ServerApp does with the federation and the config (see
+    :func:`fedcluster.server.app.build_server_app`); its return value is
+    returned. Without ``report`` the ServerApp writes no final ``report.html``
+    (the caller writes its own). Flower starts one Ray actor per
+    ``cpus_per_client`` of the machine's cores, but never more than
+    ``num_clients``: each actor is a process that imports Ray, Flower and the
+    ClientApp (about 3 CPU-s on a loaded 2-core machine) before its first message. The run waits for all ``num_clients``
     before its first request, whatever ``config.min_nodes`` says: Flower
     starts the ServerApp while it is still registering the simulated nodes,
     and a first request sent then would miss some of them.
@@ -87,24 +96,23 @@ def simulate(
         new model.
     """
     set_offline_env()
-    from flwr.simulation import run_simulation  # Ray loads only when a simulation runs
-
-    from .client.app import build_client_app
-    from .server.app import build_server_app
     from .federation.base import RunFailed
-
-    colour_only_on_a_terminal()  # before Flower's first lines (the ServerApp's would be later)
 
     data = {"partitions-dir": str(Path(partitions_dir).resolve())}
     backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}
-    if not verbose:
-        backend["init_args"] = {"log_to_driver": False, "logging_level": logging.ERROR}
     results: list[RunResult] = []
     try:
         with _quiet(not verbose):
+            # Flower and the apps are imported while Ray starts: most of Ray's start is
+            # waiting for its own processes.
+            with ThreadPoolExecutor(1) as pool:
+                importer = pool.submit(_import_flower_and_the_apps)
+                _start_ray(_ray_init_args(num_clients, cpus_per_client, verbose))
+                run_simulation, build_client_app, build_server_app = importer.result()
+            colour_only_on_a_terminal()  # before Flower's first lines
             run_simulation(
                 server_app=build_server_app({**config.to_flower(), **data, "min-nodes": num_clients},
-                                            results.append, run),
+                                            results.append, run, final_report=report),
                 client_app=build_client_app(data),
                 num_supernodes=num_clients,
                 backend_config=backend,
@@ -116,6 +124,53 @@ def simulate(
         raise SimulationError(f"the simulated run wrote no model to {config.out_dir}; its log "
                               "above says why")
     return results[0]
+
+
+def _ray_init_args(num_clients: int, cpus_per_client: float, verbose: bool) -> dict:
+    """``ray.init``'s arguments (Flower adds ``include_dashboard=False`` and the PYTHONPATH).
+
+    Where the clients need fewer cores than the machine has, Ray is told only
+    that many, so that Flower (which starts as many actors as the cores hold)
+    starts one actor per client, not one per core. Unless ``verbose``, the
+    workers' output stays in Ray's log files.
+    """
+    args: dict = {} if verbose else {"log_to_driver": False, "logging_level": logging.ERROR}
+    needed = math.ceil(num_clients * cpus_per_client)
+    if needed < (os.cpu_count() or 1):
+        args["num_cpus"] = needed
+    return args
+
+
+def _import_flower_and_the_apps():
+    """Flower's simulation entry and the two apps' builders (Ray loads only when a simulation runs)."""
+    from flwr.simulation import run_simulation
+
+    from .client.app import build_client_app
+    from .server.app import build_server_app
+
+    return run_simulation, build_client_app, build_server_app
+
+
+def _start_ray(init_args: dict) -> None:
+    """Start Ray's local cluster as Flower would, but without a runtime environment.
+
+    Flower's Ray backend starts Ray (unless it is running) with a runtime
+    environment of one variable, ``PYTHONPATH`` (this process's ``sys.path``, so
+    that the workers import the apps as it does). Under any runtime environment
+    Ray has its runtime-environment agent set it up and starts each worker
+    through a setup process of its own (``setup_worker.py``: one more Python
+    interpreter that imports Ray, per worker). The variable set here in this
+    process's environment reaches the workers by inheritance instead (Flower
+    sets it there too); Flower then uses this cluster and shuts it down at the
+    end of the run.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    paths = [*sys.path, os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
+    ray.init(include_dashboard=False, **init_args)
 
 
 class _OwnLinesOnly(logging.Filter):

@@ -52,6 +52,23 @@ def test_inspect_prints_text_and_json(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["centroids"] == [[0.0, 1.0], [2.0, 3.0]]
 
 
+def test_simulate_in_memory_writes_a_runs_files_with_no_flower_or_ray_loaded(tmp_path):
+    """``--backend memory``: the in-process federation, its progress lines as Flower's would be."""
+    out = tmp_path / "out"
+    script = ("import sys\nfrom fedcluster.cli import main\n"
+              f"code = main(['simulate', '--backend', 'memory', '--clients', '3', '--out', {str(out)!r}])\n"
+              "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('flwr', 'ray'))\n"
+              "assert not loaded, loaded[:5]\nsys.exit(code)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "starting the Flower simulation" not in done.stdout
+    assert re.search(r"^INFO :      round 1/100: movement ", done.stderr, re.M), done.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "checkpoint.json", "history.csv", "model.pb", "report.html"]
+    assert read_model(out / "model.pb").rounds >= 1
+
+
 def test_bad_options_fail_before_anything_runs(tmp_path, capsys):
     assert main(["simulate", "--lr", "3", "--out", str(tmp_path)]) == 2
     assert "invalid value for 'lr': 3.0" in capsys.readouterr().err
@@ -371,7 +388,7 @@ def test_a_wrong_split_or_init_is_one_line_naming_the_valid_ones(tmp_path, capsy
 
 
 def test_simulate_help_is_in_sections_and_ends_with_examples_that_parse(capsys):
-    from fedcluster.cli import SIMULATE_EXAMPLES, SIMULATE_OPTIONS, _parser
+    from fedcluster.cli import SIMULATE_EXAMPLES, _parser, simulate_options
 
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])
@@ -383,7 +400,7 @@ def test_simulate_help_is_in_sections_and_ends_with_examples_that_parse(capsys):
     assert text.rstrip().endswith(f"fedcluster {SIMULATE_EXAMPLES[-1][1]}")
     privacy = text.split("\nprivacy: ")[1].split("\nchoosing k")[0]
     assert "--dp-epsilon" in privacy and "--secagg-threshold" in privacy and "--k " not in privacy
-    for key in SIMULATE_OPTIONS:
+    for key in simulate_options():
         assert ("--rounds" if key == "num-server-rounds" else f"--{key}") in text
     parser = _parser()
     for _, command in SIMULATE_EXAMPLES:
@@ -498,3 +515,15 @@ def test_a_simulated_round_waits_longer_for_a_larger_federation(tmp_path, monkey
         main(["simulate", "--dataset", "blobs", "--blobs-samples", "20000", "--k", "3", *argv,
               "--out", str(tmp_path / "out")])
     assert seen == [pytest.approx(expected(os.cpu_count()))]
+
+
+def test_ray_gets_no_more_cores_than_the_clients_need(monkeypatch):
+    """Flower starts one actor per core (each a process importing Ray and Flower): not more than
+    the clients."""
+    from fedcluster.simulation import _ray_init_args
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert _ray_init_args(3, 1.0, verbose=False)["num_cpus"] == 3
+    assert _ray_init_args(3, 2.0, verbose=True) == {"num_cpus": 6}
+    assert "num_cpus" not in _ray_init_args(16, 1.0, verbose=False)
+    assert "num_cpus" not in _ray_init_args(1000, 1.0, verbose=False)

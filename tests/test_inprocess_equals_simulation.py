@@ -8,6 +8,9 @@ two deployments).
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -17,6 +20,7 @@ from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.server.flower import FlowerFederation
 from fedcluster.client.memory import InMemoryFederation
 from fedcluster.config import build_strategy
+from fedcluster.server.artifacts import read_model
 from fedcluster.simulation import simulate
 from harness.inprocess import InProcessGrid
 
@@ -39,3 +43,24 @@ def test_same_seed_and_configuration_give_identical_centroids(tmp_path, algorith
     for run in (memory, inprocess):
         np.testing.assert_array_equal(run.centroids, flower.centroids)
         assert run.score == flower.score and run.rounds == flower.rounds
+
+
+@pytest.mark.slow
+def test_the_command_lines_memory_backend_gives_the_centroids_and_files_of_its_flower_simulation(
+        tmp_path):
+    """``simulate --backend memory`` is the same run without Flower: same centroids, same files."""
+    argv = ["simulate", "--dataset", "s1", "--clients", "4", "--split", "dirichlet:0.5",
+            "--seed", "2", "--k", "15", "--rounds", "5"]
+    results = {}
+    for backend in ("flower", "memory"):
+        out = tmp_path / backend
+        done = subprocess.run([sys.executable, "-m", "fedcluster.cli", *argv, "--backend", backend,
+                               "--out", str(out)], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert sorted(p.name for p in out.iterdir()) == [
+            "checkpoint.json", "history.csv", "model.pb", "report.html"]
+        results[backend] = read_model(out / "model.pb")
+    flower, memory = results["flower"], results["memory"]
+    np.testing.assert_array_equal(memory.centroids, flower.centroids)
+    assert memory.score == flower.score and memory.rounds == flower.rounds
+    assert memory.settings == flower.settings

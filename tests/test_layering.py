@@ -236,7 +236,8 @@ def test_the_client_app_loads_no_server_side():
 
 
 def test_inspecting_a_model_file_loads_no_server_side_and_no_flower(tmp_path):
-    """``fedcluster inspect`` reads a file and prints it: no Flower, no strategy, no torch, SciPy or numba."""
+    """``fedcluster inspect`` reads a file and prints it: no Flower, no strategy, no method, no
+    run config (pydantic), no torch, SciPy, numba or matplotlib."""
     import numpy as np
 
     from fedcluster.results import RunResult
@@ -253,11 +254,12 @@ def test_inspecting_a_model_file_loads_no_server_side_and_no_flower(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     loaded = done.stdout.split()
-    heavy = [m for m in loaded if m.split(".")[0] in ("flwr", "ray", "torch", "scipy", "numba")
+    heavy = [m for m in loaded if m.split(".")[0] in ("flwr", "ray", "torch", "scipy", "numba",
+                                                      "pydantic", "matplotlib")
              or m.startswith(("fedcluster.strategies", "fedcluster.estimator",
                               "fedcluster.simulation", "fedcluster.server.app",
-                              "fedcluster.server.flower"))
-             or (m.startswith("fedcluster.methods.") and m.endswith(".strategy"))]
+                              "fedcluster.server.flower", "fedcluster.methods",
+                              "fedcluster.config", "fedcluster.options", "fedcluster.submit"))]
     assert not heavy, heavy[:10]
 
 

@@ -13,7 +13,6 @@ from dataclasses import asdict
 from typing import Any
 
 from ..logs import counted
-from ..options import changed_settings
 from ..results import RunResult
 from .artifacts import SCORE_MEANING
 
@@ -116,6 +115,8 @@ def format_result(result: RunResult, *, last_rounds: int = 5,
         lines += [f"  {key} = {value!r}" for key, value in sorted(result.settings.items())] \
             or ["  (none)"]
     elif settings:
+        from ..options import changed_settings  # pydantic's: not for `fedcluster inspect`
+
         changed = changed_settings(result.settings, defaults)
         lines.append(f"settings other than the defaults ({len(changed)} of "
                      f"{len(result.settings)})")
