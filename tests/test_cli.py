@@ -172,13 +172,15 @@ def test_simulate_help_lists_every_method_with_its_paper_and_options(capsys):
             assert f"--{option}" in text
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["ewf", "fkm", "kfed", "ffcm-avg1", "ffcm-avg2", "feca", "mavg",
                                        "fedkmeans"])
 def test_simulate_runs_every_method(tmp_path, capsys, algorithm):
+    """The command line's path for each method, in memory: every method's messages go through
+    Ray in tests/test_privacy_probe.py and tests/test_adversary.py, and the Flower backend of
+    ``simulate`` equals the memory one (tests/test_inprocess_equals_simulation.py)."""
     out = tmp_path / algorithm
-    assert main(["simulate", "--algorithm", algorithm, "--dataset", "s1", "--clients", "4",
-                 "--k", "15", "--rounds", "5", "--out", str(out)]) == 0
+    assert main(["simulate", "--backend", "memory", "--algorithm", algorithm, "--dataset", "s1",
+                 "--clients", "4", "--k", "15", "--rounds", "5", "--out", str(out)]) == 0
     result = read_model(out / "model.pb")
     assert result.algorithm == algorithm and result.n_points == 5000
     assert "distance to the true centres of s1" in capsys.readouterr().out
