@@ -8,7 +8,6 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -103,12 +102,8 @@ def simulate(
     results: list[RunResult] = []
     try:
         with _quiet(not verbose):
-            # Flower and the apps are imported while Ray starts: most of Ray's start is
-            # waiting for its own processes.
-            with ThreadPoolExecutor(1) as pool:
-                importer = pool.submit(_import_flower_and_the_apps)
-                _start_ray(_ray_init_args(num_clients, cpus_per_client, verbose))
-                run_simulation, build_client_app, build_server_app = importer.result()
+            run_simulation, build_client_app, build_server_app = _import_flower_and_the_apps()
+            _start_ray(_ray_init_args(num_clients, cpus_per_client, verbose))
             colour_only_on_a_terminal()  # before Flower's first lines
             run_simulation(
                 server_app=build_server_app({**config.to_flower(), **data, "min-nodes": num_clients},
