@@ -302,7 +302,7 @@ def test_every_array_a_summary_declares_travels_through_the_codec():
 
     import numpy as np
 
-    from fedcluster.messages import SUMMARY_ARRAYS, ClientSummary
+    from fedcluster.messages import SUMMARY_ARRAYS, ClientSummary, validate_reply
     from fedcluster.protocol import decode_reply, reply_content
 
     assert {"centroids", "counts", "radii", "sums"} <= set(SUMMARY_ARRAYS)
@@ -316,3 +316,5 @@ def test_every_array_a_summary_declares_travels_through_the_codec():
     for name, value in own.items():
         np.testing.assert_array_equal(decoded.own[name], value, err_msg=name)
     assert decode_reply(reply_content(summary)).own is None
+    # A method that declares none of them reads none: the reply check drops them unread.
+    assert validate_reply(ClientSummary(n=7, counts=np.ones(3), own=decoded.own), k=3).own is None
