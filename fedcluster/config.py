@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .data.partition import SPLIT_FORMS, parse_split
-from .methods import ALGORITHMS, METHODS
+from .methods import ALGORITHMS, FEATURE_CLUSTERINGS, METHODS
 from .options import INIT_METHODS, ConfigError, Options, allowed_range
 
 if TYPE_CHECKING:
@@ -39,10 +39,18 @@ Algorithm = Literal[ALGORITHMS]  # type: ignore[valid-type]
 _MODELS = tuple(dict.fromkeys(method.options for method in METHODS.values()))
 
 
+def _declared(name: str):
+    """Field ``name`` as the method's model that declares it declares it (its default, description)."""
+    return next(model.model_fields[name] for model in _MODELS if name in model.model_fields)
+
+
 class RunConfig(*reversed(_MODELS)):  # type: ignore[misc]
     """Settings of one federated clustering run (see each field's description)."""
 
     algorithm: Algorithm = Field("dwf", description="the method (see the sections below)")
+    # The registry's choices (Method.feature_clustering), so that the command line offers them
+    # and an error names them; DeepFeCA's model checks the same list.
+    feature_clustering: Literal[FEATURE_CLUSTERINGS] = _declared("feature_clustering")  # type: ignore[valid-type]
     standardize: bool = Field(
         False, description="standardise every feature first, by the mean and standard deviation "
         "the clients' moments give (no row leaves); the model holds the transform")

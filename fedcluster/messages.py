@@ -11,10 +11,10 @@ not import Flower.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import AllowInfNan, BaseModel, TypeAdapter, ValidationError
@@ -76,6 +76,11 @@ class ClientSummary:
         Named arrays of any shape and real dtype: a model's parameters (the
         network weights of DeepFeCA). :func:`validate_reply` keeps them only
         when the caller gives the model they must match (``arrays=``).
+    own : mapping of str to ndarray, or None
+        The arrays a method declares for its own replies besides the ones
+        above (:class:`ReplyArray`, :attr:`fedcluster.methods.spec.Method.reply_arrays`),
+        so that a method's new array needs no new field here.
+        :func:`validate_reply` keeps those the caller declares (``own=``).
     """
 
     n: int
@@ -92,6 +97,50 @@ class ClientSummary:
     sums: np.ndarray | None = None
     payload: Mapping[str, Any] | None = None
     arrays: Mapping[str, np.ndarray] | None = None
+    own: Mapping[str, np.ndarray] | None = None
+
+
+#: An axis of a :class:`ReplyArray`: the clusters, the features, or a fixed length.
+Axis = Literal["k", "d"] | int
+
+
+@dataclass(frozen=True)
+class ReplyArray:
+    """An array a method's replies carry besides the shared ones (:attr:`ClientSummary.own`).
+
+    Checked by :func:`validate_reply` as the shared arrays are: real-valued,
+    finite, within :data:`MAX_MAGNITUDE`, sent as float64, of the declared
+    shape.
+
+    Attributes
+    ----------
+    name : str
+        Its name in the reply (and in ``validate_reply``'s ``expect``); not
+        the name of a shared array.
+    shape : tuple
+        One entry per axis: ``"k"`` (as many as the clusters of the reply, the
+        ``k`` asked for or its centroids' and counts'), ``"d"`` (the
+        features) or a fixed length; ``("k",)`` is a per-cluster value,
+        ``("k", "d")`` a per-cluster vector, ``("d",)`` a per-feature one.
+    nonnegative : bool
+        No value may be negative (a weight, a spread).
+    """
+
+    name: str
+    shape: tuple[Axis, ...]
+    nonnegative: bool = False
+
+    def __post_init__(self) -> None:
+        if self.name in (*SUMMARY_ARRAYS, "bounds", "sse", "silhouette") or not self.name:
+            raise ValueError(f"reply array name {self.name!r} is empty or a shared entry's")
+        if any(axis not in ("k", "d") and not (isinstance(axis, int) and axis >= 0)
+               for axis in self.shape):
+            raise ValueError(f"reply array '{self.name}': each axis is 'k', 'd' or a length, "
+                             f"got {self.shape}")
+
+    def expected(self, k: int | None, dim: int | None) -> tuple[int | None, ...]:
+        """The shape it must have (None: any length) for ``k`` clusters of ``dim`` features."""
+        return tuple(k if axis == "k" else dim if axis == "d" else axis for axis in self.shape)
 
 
 @dataclass(frozen=True)
@@ -202,6 +251,7 @@ def validate_reply(
     all_counted: bool = False,
     arrays: Mapping[str, np.ndarray] | None = None,
     arrays_bound: float = MAX_MAGNITUDE,
+    own: Sequence[ReplyArray] = (),
 ) -> ClientSummary:
     """Check a client's reply and return it with every array as float64.
 
@@ -218,7 +268,7 @@ def validate_reply(
     expect : tuple of str
         Entries that must be present: any of ``"centroids"``, ``"counts"``,
         ``"weights"``, ``"radii"``, ``"sums"``, ``"sse"``, ``"bounds"``,
-        ``"mean"``, ``"std"``, ``"silhouette"``.
+        ``"mean"``, ``"std"``, ``"silhouette"``, and the names in ``own``.
     all_counted : bool
         The counts must add up to exactly the number of points (every point
         is in one cluster, as in the score request); otherwise they may add
@@ -227,6 +277,9 @@ def validate_reply(
         The model the reply's named arrays must match
         (:func:`validate_named_arrays`, bounded by ``arrays_bound``); without
         it, named arrays in a reply are dropped unread.
+    own : sequence of ReplyArray
+        The method's own arrays (:attr:`ClientSummary.own`) the reply may
+        carry; the others it carries are dropped unread.
 
     Raises
     ------
@@ -296,8 +349,41 @@ def validate_reply(
         raise ProtocolError(f"'silhouette' must be a finite sum of {n} values in [-1, 1], "
                             f"got {silhouette!r}")
     named = None if arrays is None else validate_named_arrays(summary.arrays, arrays, arrays_bound)
+    if k is None and counts is not None:
+        k = counts.shape[0]
+    if dim is None and centroids is not None:
+        dim = centroids.shape[1]
+    checked_own = _own_arrays(summary.own, own, expect, k, dim) if own else None
     return ClientSummary(n=n, sse=float(sse), silhouette=float(silhouette), arrays=named,
-                         **values)
+                         own=checked_own, **values)
+
+
+def _own_arrays(arrays: Any, declared: Sequence[ReplyArray], expect: tuple[str, ...],
+                k: int | None, dim: int | None) -> dict[str, np.ndarray] | None:
+    """The declared arrays of a method's reply, checked; None if it carries none of them.
+
+    ``k`` and ``dim`` are the clusters and features the reply's shared arrays
+    fixed (None: the first own array with such an axis fixes it for the rest).
+    """
+    if arrays is None:
+        arrays = {}
+    if not isinstance(arrays, Mapping):
+        raise ProtocolError(f"reply's own arrays are not named arrays ({type(arrays).__name__})")
+    checked = {}
+    for spec in declared:
+        if spec.name not in arrays:
+            if spec.name in expect:
+                raise ProtocolError(f"reply lacks the array '{spec.name}'")
+            continue
+        value = finite_array(np.asarray(arrays[spec.name]), f"'{spec.name}'")
+        check_shape(value, spec.expected(k, dim), spec.name)
+        for axis, length in zip(spec.shape, value.shape):
+            k = length if axis == "k" and k is None else k
+            dim = length if axis == "d" and dim is None else dim
+        if spec.nonnegative and np.any(value < 0):
+            raise ProtocolError(f"'{spec.name}' has negative values")
+        checked[spec.name] = value
+    return checked or None
 
 
 def validate_named_arrays(arrays: Any, reference: Mapping[str, np.ndarray], bound: float

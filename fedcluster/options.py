@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -83,6 +83,12 @@ class Options(BaseModel):
         allow_inf_nan=False,
     )
 
+    #: What the registry (:mod:`fedcluster.methods`, above this layer) tells the checks:
+    #: the methods with a sum form (DP and secure aggregation: :func:`check_privacy`) and
+    #: those DeepFeCA may cluster its features with; None until it is imported.
+    sum_form_methods: ClassVar[tuple[str, ...] | None] = None
+    feature_clusterings: ClassVar[tuple[str, ...] | None] = None
+
     algorithm: str = Field("dwf", description="the method (see the sections below)")
     k: int = Field(15, ge=1, description="number of clusters")
     num_server_rounds: int = Field(
@@ -137,7 +143,7 @@ class Options(BaseModel):
     @model_validator(mode="after")
     def _privacy_possible(self):
         """DP and secure aggregation only where the method and its start can honour them."""
-        check_privacy(self)
+        check_privacy(self, self.sum_form_methods)
         return self
 
     @model_validator(mode="before")

@@ -6,7 +6,9 @@ carries arrays in ``"result"`` and scalars in the ``MetricRecord`` ``"metrics"``
 Only summaries travel: centroids, per-cluster counts, sums of squared distances,
 per-feature minima and maxima, and the number of local points. Named arrays (a
 network's weights, :attr:`fedcluster.messages.Request.arrays`) travel in the
-``ArrayRecord`` ``"arrays"`` of a request or a reply, with their own dtypes.
+``ArrayRecord`` ``"arrays"`` of a request or a reply, with their own dtypes; the
+arrays a method declares for its replies (:attr:`fedcluster.messages.ClientSummary.own`)
+in the ``ArrayRecord`` ``"own"``, as float64 like those of ``"result"``.
 
 The functions below only put values into records and take them out; the
 checks of what they carry are :func:`fedcluster.messages.validate_reply` (the
@@ -29,6 +31,9 @@ RESULT_KEY = "result"
 METRICS_KEY = "metrics"
 #: The ArrayRecord of a message's named arrays (a network's weights).
 ARRAYS_KEY = "arrays"
+#: The ArrayRecord of a reply's arrays its method declares (ClientSummary.own): apart
+#: from "result", so that no method's name can shadow a shared array's.
+OWN_KEY = "own"
 
 NUM_EXAMPLES = "num-examples"
 SSE = "sse"
@@ -95,11 +100,7 @@ def make_reply(msg: Message, summary: ClientSummary, sampling_key: int | None = 
 
 def reply_content(summary: ClientSummary, sampling_key: int | None = None) -> RecordDict:
     """The records of a reply carrying ``summary`` (:func:`decode_reply` reads them back)."""
-    arrays = {
-        name: Array(np.ascontiguousarray(value, dtype=np.float64))
-        for name in SUMMARY_ARRAYS
-        if (value := getattr(summary, name)) is not None
-    }
+    arrays = {name: value for name in SUMMARY_ARRAYS if (value := getattr(summary, name)) is not None}
     metrics: dict[str, int | float] = {NUM_EXAMPLES: int(summary.n)}
     if not math.isnan(summary.sse):
         metrics[SSE] = float(summary.sse)
@@ -107,7 +108,9 @@ def reply_content(summary: ClientSummary, sampling_key: int | None = None) -> Re
         metrics[SILHOUETTE] = float(summary.silhouette)
     if sampling_key is not None:
         metrics[SAMPLING_KEY] = int(sampling_key)
-    content = RecordDict({RESULT_KEY: ArrayRecord(arrays), METRICS_KEY: MetricRecord(metrics)})
+    content = RecordDict({RESULT_KEY: _float_record(arrays), METRICS_KEY: MetricRecord(metrics)})
+    if summary.own is not None:
+        content[OWN_KEY] = _float_record(summary.own)
     if summary.payload is not None:
         content[PAYLOAD_KEY] = ConfigRecord(dict(summary.payload))
     if summary.arrays is not None:
@@ -115,15 +118,20 @@ def reply_content(summary: ClientSummary, sampling_key: int | None = None) -> Re
     return content
 
 
+def _float_record(arrays) -> ArrayRecord:
+    return ArrayRecord({name: Array(np.ascontiguousarray(value, dtype=np.float64))
+                        for name, value in arrays.items()})
+
+
 def _named_record(arrays) -> ArrayRecord:
     return ArrayRecord({name: Array(np.ascontiguousarray(value)) for name, value in arrays.items()})
 
 
-def _named_arrays(content: RecordDict) -> dict[str, np.ndarray] | None:
-    """The message's named arrays, unchecked, or None if it has none."""
-    if ARRAYS_KEY not in content.array_records:
+def _named_arrays(content: RecordDict, key: str = ARRAYS_KEY) -> dict[str, np.ndarray] | None:
+    """The arrays of the message's record ``key``, unchecked, or None if it has none."""
+    if key not in content.array_records:
         return None
-    return {name: array.numpy() for name, array in content.array_records[ARRAYS_KEY].items()}
+    return {name: array.numpy() for name, array in content.array_records[key].items()}
 
 
 def reply_sampling_key(content: RecordDict) -> int | None:
@@ -156,6 +164,7 @@ def decode_reply(content: RecordDict) -> ClientSummary:
         silhouette=metrics.get(SILHOUETTE, math.nan),
         payload=None if payload is None else dict(payload),
         arrays=_named_arrays(content),
+        own=_named_arrays(content, OWN_KEY),
         **{name: arrays[name].numpy() for name in SUMMARY_ARRAYS if name in arrays},
     )
 

@@ -365,6 +365,9 @@ def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_p
     (["--algorithm", "nosuch"], ["'dwf'", "'fkm'", "'deepfeca'"]),
     (["--device", "tpu"], ["'auto'", "'cpu'", "'cuda'"]),
     (["--select", "best"], ["'silhouette'", "'elbow'"]),
+    # The registry's methods that declare feature_clustering.
+    (["--algorithm", "deepfeca", "--feature-clustering", "dwf"],
+     ["'feca'", "'ffcm-avg1'", "'ffcm-avg2'", "'kfed'", "'mavg'"]),
 ])
 def test_a_wrong_choice_is_one_line_naming_the_valid_ones(capsys, argv, names):
     with pytest.raises(SystemExit) as info:

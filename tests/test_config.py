@@ -80,18 +80,23 @@ def test_settings_are_the_methods_own_and_leave_out_where_the_data_is():
 
 
 def test_every_method_option_is_a_config_field_declared_once():
+    from typing import Literal
+
     from fedcluster.config import DATA_OPTIONS, RUN_OPTIONS
-    from fedcluster.methods import COMMON_OPTIONS, METHODS
+    from fedcluster.methods import COMMON_OPTIONS, FEATURE_CLUSTERINGS, METHODS
 
     fields = set(RunConfig().to_flower())
     used = set(COMMON_OPTIONS) | set(DATA_OPTIONS) | set(RUN_OPTIONS)
+    # The run config narrows these to the choices the registry derives (the command line's).
+    narrowed = {"feature_clustering": Literal[FEATURE_CLUSTERINGS]}
     for method in METHODS.values():
         for name, field in method.options.model_fields.items():
             if name == "algorithm":  # each model narrows it to its own names
                 continue
             same = RunConfig.model_fields[name]
-            assert (field.annotation, field.default, field.metadata) == \
-                (same.annotation, same.default, same.metadata), (method.name, name)
+            assert (narrowed.get(name, field.annotation), field.default, field.metadata,
+                    field.description) == \
+                (same.annotation, same.default, same.metadata, same.description), (method.name, name)
         used |= set(method.own_keys)
     assert used == fields, fields - used
 
@@ -106,6 +111,23 @@ def test_a_strategy_built_in_python_has_the_command_lines_defaults(algorithm):
     config = RunConfig.from_mapping({"algorithm": algorithm})
     assert by_hand.settings == config.settings() == build_strategy(config).settings
     assert by_hand.algorithm == algorithm
+
+
+def test_deepfecas_feature_clustering_is_a_method_that_declares_it():
+    from fedcluster.methods import FEATURE_CLUSTERINGS, METHODS
+    from fedcluster.methods.deepfeca.options import DeepFeCAOptions
+
+    assert FEATURE_CLUSTERINGS == tuple(sorted(name for name, method in METHODS.items()
+                                               if method.feature_clustering))
+    assert FEATURE_CLUSTERINGS == ("feca", "ffcm-avg1", "ffcm-avg2", "kfed", "mavg")
+    named = "one of 'feca', 'ffcm-avg1', 'ffcm-avg2', 'kfed', 'mavg'"
+    with pytest.raises(ConfigError, match=f"'feature-clustering': 'dwf' .*allowed: {named}"):
+        RunConfig.from_mapping({"algorithm": "deepfeca", "feature-clustering": "dwf"})
+    # DeepFeCA's own model (a strategy built in Python) checks the same list.
+    with pytest.raises(ConfigError, match="'feature-clustering': 'dwf' .*must be one of feca, "
+                                          "ffcm-avg1, ffcm-avg2, kfed, mavg"):
+        DeepFeCAOptions.from_mapping({"feature-clustering": "dwf"})
+    assert DeepFeCAOptions.from_mapping({"feature-clustering": "mavg"}).feature_clustering == "mavg"
 
 
 def test_a_strategy_refuses_a_bad_setting_naming_it():

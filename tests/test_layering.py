@@ -271,26 +271,52 @@ def test_each_method_declares_the_options_its_strategy_takes():
 
 
 def test_the_sum_forms_the_methods_declare_are_those_their_servers_ask_for():
-    from fedcluster.methods import METHODS
-    from fedcluster.privacy.options import SUM_FORM
+    from fedcluster.methods import METHODS, SUM_FORMS
 
-    declared = {name for name, method in METHODS.items() if method.sum_form}
-    assert declared == set(SUM_FORM)
-    for name in declared:
+    assert SUM_FORMS == ("dwf", "ewf", "fedkmeans", "ffcm-avg1")
+    for name in SUM_FORMS:
         assert METHODS[name].strategy.sums_type == METHODS[name].sum_form, name
 
 
+def test_the_texts_that_list_methods_by_a_flag_list_the_registrys():
+    """The method lists a flag of :class:`Method` defines are written out in the settings'
+    descriptions and the README: each names exactly the methods the registry derives."""
+    from fedcluster.config import RunConfig
+    from fedcluster.methods import FEATURE_CLUSTERINGS, SUM_FORMS
+
+    readme = (PACKAGE.parent / "README.md").read_text()
+    fields = RunConfig.model_fields
+    sum_forms = ", ".join(SUM_FORMS)
+    for text in (fields["dp"].description, fields["secure_aggregation"].description):
+        assert f"{sum_forms} in their one-step sum form" in text, text
+    assert f"`--secure-aggregation true` ({sum_forms})" in readme
+    assert f"`--dp central` or `distributed` ({sum_forms};" in readme
+    baselines = ", ".join(name for name in FEATURE_CLUSTERINGS if name != "feca")
+    assert f"Table 3: {baselines} with one round" in fields["feature_clustering"].description
+    assert f"`--feature-clustering` {baselines})" in readme
+
+
 def test_every_array_a_summary_declares_travels_through_the_codec():
-    """The reply arrays are declared once, as ClientSummary's array fields: the codec carries
-    each of them without a list of its own (a new array is a new field, nothing else)."""
+    """The shared reply arrays are declared once, as ClientSummary's array fields, and a
+    method's own in its :class:`Method` (ClientSummary.own): the codec carries each of them
+    without a list of its own, so a method's new array touches no shared module."""
+    from dataclasses import replace
+
     import numpy as np
 
-    from fedcluster.messages import SUMMARY_ARRAYS, ClientSummary
+    from fedcluster.messages import SUMMARY_ARRAYS, ClientSummary, validate_reply
     from fedcluster.protocol import decode_reply, reply_content
 
     assert {"centroids", "counts", "radii", "sums"} <= set(SUMMARY_ARRAYS)
     rng = np.random.default_rng(0)
     summary = ClientSummary(n=7, **{name: rng.random(3) for name in SUMMARY_ARRAYS})
-    decoded = decode_reply(reply_content(summary))
+    own = {"spread": rng.random(3), "centroids": rng.random((3, 2))}  # no shared name shadowed
+    decoded = decode_reply(reply_content(replace(summary, own=own)))
     for name in SUMMARY_ARRAYS:
         np.testing.assert_array_equal(getattr(decoded, name), getattr(summary, name), err_msg=name)
+    assert decoded.own.keys() == own.keys()
+    for name, value in own.items():
+        np.testing.assert_array_equal(decoded.own[name], value, err_msg=name)
+    assert decode_reply(reply_content(summary)).own is None
+    # A method that declares none of them reads none: the reply check drops them unread.
+    assert validate_reply(ClientSummary(n=7, counts=np.ones(3), own=decoded.own), k=3).own is None

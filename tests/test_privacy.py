@@ -663,11 +663,20 @@ def test_clipping_bounds_a_rows_contribution():
 
 @pytest.mark.parametrize("algorithm", ["fkm", "feca", "mavg", "kfed", "ffcm-avg2"])
 def test_methods_that_need_each_clients_centroids_refuse_the_options(algorithm):
+    from fedcluster.methods import METHODS, SUM_FORMS
+
+    # The methods whose declaration names a sum form (Method.sum_form), named in the refusal.
+    assert algorithm not in SUM_FORMS and "fedkmeans" in SUM_FORMS
     for settings in ({"dp": "central"}, {"secure-aggregation": True}):
-        with pytest.raises(ConfigError, match=f"not available for {algorithm}: its server needs "
-                                              "each client's own centroids"):
+        refusal = (f"not available for {algorithm}: its server needs each client's own "
+                   f"centroids, .* use one of {', '.join(SUM_FORMS)}$")
+        with pytest.raises(ConfigError, match=refusal):
             RunConfig.from_mapping({"algorithm": algorithm, "init": "random",
                                     "data-bounds": BOUNDS, **settings})
+        # A strategy built in Python checks its settings the same way.
+        with pytest.raises(ConfigError, match=refusal):
+            METHODS[algorithm].strategy(algorithm=algorithm, data_bounds=BOUNDS,
+                                        **{key.replace("-", "_"): value for key, value in settings.items()})
 
 
 @pytest.mark.parametrize(("settings", "message"), [

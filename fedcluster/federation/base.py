@@ -109,4 +109,6 @@ class Exchange(Generic[T]):
 
 def _content_key(summary: ClientSummary) -> tuple:
     arrays = (getattr(summary, name) for name in SUMMARY_ARRAYS)
-    return (summary.n, *(b"" if a is None else a.tobytes() for a in arrays))
+    # A method's own arrays (ClientSummary.own) break the ties the shared ones leave.
+    own = sorted((name, a.tobytes()) for name, a in (summary.own or {}).items())
+    return (summary.n, *(b"" if a is None else a.tobytes() for a in arrays), *own)

@@ -18,7 +18,7 @@ from .ffcm import AVG1, AVG2
 from .fkm import FKM
 from .kfed import KFED
 from .mavg import MAVG
-from ..options import common_keys
+from ..options import Options, common_keys
 from .spec import Method
 
 METHODS: dict[str, Method] = {m.name: m for m in (
@@ -26,10 +26,20 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 )}
 
 ALGORITHMS = tuple(METHODS)
+#: The methods whose server per-cluster totals satisfy (:attr:`Method.sum_form`): the only
+#: ones DP and secure aggregation run for.
+SUM_FORMS = tuple(sorted(name for name, method in METHODS.items() if method.sum_form))
+#: The methods DeepFeCA's step (a) may run (:attr:`Method.feature_clustering`).
+FEATURE_CLUSTERINGS = tuple(sorted(name for name, method in METHODS.items()
+                                   if method.feature_clustering))
+# The settings' checks sit below the registry and cannot import it: it hands them these
+# (every method's model is imported through this package, so it is set before any is used).
+Options.sum_form_methods = SUM_FORMS
+Options.feature_clusterings = FEATURE_CLUSTERINGS
 
 #: Run-config keys of the settings every method takes (sampling, restarts, stopping,
 #: clients' compute): the fields of :class:`fedcluster.options.Options`.
 COMMON_OPTIONS = common_keys()
 
 
-__all__ = ["ALGORITHMS", "COMMON_OPTIONS", "METHODS", "Method"]
+__all__ = ["ALGORITHMS", "COMMON_OPTIONS", "FEATURE_CLUSTERINGS", "METHODS", "Method", "SUM_FORMS"]

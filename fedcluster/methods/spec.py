@@ -16,6 +16,7 @@ from functools import cache
 from importlib import import_module
 from typing import Any
 
+from ..messages import ReplyArray
 from ..options import Options, kebab
 
 
@@ -53,6 +54,29 @@ class Method:
         The request kind of its step in sum form, where it has one (the
         per-cluster totals secure aggregation and DP work on): the Lloyd
         step's ``train.sums``, or the method's own (``ffcm-avg1``'s fuzzy sums).
+        The methods that set it are the only ones DP and secure aggregation
+        run for (:data:`fedcluster.methods.SUM_FORMS`).
+    feature_clustering : bool
+        Whether DeepFeCA's step (a) may run it to cluster the network's
+        features (:data:`fedcluster.methods.FEATURE_CLUSTERINGS`): a one-round
+        clustering of rows the paper compares (FeCA, or a baseline of its
+        Table 3).
+    reply_arrays : tuple of ReplyArray
+        The arrays its replies carry besides the shared ones
+        (:class:`~fedcluster.messages.ReplyArray`: a name and a shape rule
+        such as ``("k",)``): its client step returns them in
+        :attr:`ClientSummary.own <fedcluster.messages.ClientSummary.own>`,
+        the codec carries them, and its server side checks them by giving
+        these declarations to :func:`~fedcluster.messages.validate_reply`
+        (``own=``; ``expect=`` names those a reply must hold). The privacy
+        floor (:mod:`fedcluster.local.floor`) checks the shared arrays only:
+        the method's client step is responsible for its own. An array with a
+        ``"k"`` axis is per-cluster data and must say nothing of a cluster the
+        floor withholds: that cluster's entries go back as 0 with its count 0
+        (as :func:`~fedcluster.local.floor.withhold_small` does with the
+        supports passed to it), and no entry may be a statistic of fewer than
+        ``min-cluster-size`` rows. Under secure aggregation only the sum form
+        travels, so they are not sent.
     extra : str, optional
         The optional dependency group the method needs beyond the core
         package (``pip install "fedcluster[deep]"``).
@@ -66,7 +90,14 @@ class Method:
     steps: Mapping[str, Callable[[Any, Any, dict], Any]] = field(default_factory=dict)
     array_steps: Mapping[str, Callable[[Any, Any, dict, Mapping, Mapping], Any]] = field(default_factory=dict)
     sum_form: str | None = None
+    feature_clustering: bool = False
+    reply_arrays: tuple[ReplyArray, ...] = ()
     extra: str | None = None
+
+    def __post_init__(self) -> None:
+        names = [array.name for array in self.reply_arrays]
+        if len(set(names)) != len(names):
+            raise ValueError(f"method {self.name}: its reply arrays repeat a name ({names})")
 
     @property
     def strategy(self) -> type:

@@ -9,13 +9,10 @@ start that sends them, a missing data bound).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
-
-#: Methods whose server needs only per-cluster totals (the sum form of a Lloyd step; for
-#: ffcm-avg1, of its fuzzy step: membership-weighted sums and supports, eq. 8).
-SUM_FORM = ("dwf", "ewf", "fedkmeans", "ffcm-avg1")
 
 DP = Annotated[Literal["off", "central", "distributed"], Field(
     "off", description="differential privacy of the released centroids (dwf, ewf, fedkmeans, "
@@ -88,8 +85,15 @@ def privacy_on(options: Any) -> bool:
     return options.dp != "off" or options.secure_aggregation
 
 
-def check_privacy(options: Any) -> None:
-    """Refuse settings under which DP or secure aggregation cannot hold (ValueError, one reason)."""
+def check_privacy(options: Any, sum_forms: Collection[str] | None) -> None:
+    """Refuse settings under which DP or secure aggregation cannot hold (ValueError, one reason).
+
+    ``sum_forms`` are the methods whose server needs only per-cluster totals
+    (the sum form of a Lloyd step; for ffcm-avg1, of its fuzzy step:
+    membership-weighted sums and supports, eq. 8), as the registry declares
+    them (:data:`fedcluster.methods.SUM_FORMS`); None: the method is not
+    checked (the registry is not loaded, so no method's strategy can run).
+    """
     if getattr(options, "init", "") == "private" and options.dp == "off":
         raise ValueError("init = private is the start of a DP run (its noisy histogram needs "
                          "dp = central or distributed); without DP use spread or local-kmeans")
@@ -97,11 +101,11 @@ def check_privacy(options: Any) -> None:
         return
     what = f"dp = {options.dp}" if options.dp != "off" else "secure-aggregation"
     algorithm = options.algorithm
-    if algorithm not in SUM_FORM:
+    if sum_forms is not None and algorithm not in sum_forms:
         raise ValueError(
             f"{what} is not available for {algorithm}: its server needs each client's own "
             f"centroids, which secure aggregation hides and DP cannot bound; use one of "
-            f"{', '.join(SUM_FORM)}")
+            f"{', '.join(sum_forms)}")
     if getattr(options, "local_steps", 1) != 1:
         raise ValueError(f"{what} needs local-steps = 1 (the sum form of one Lloyd step), "
                          f"got {options.local_steps}")

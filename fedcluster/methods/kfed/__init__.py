@@ -11,4 +11,4 @@ from .options import KFedOptions
 
 KFED = Method("kfed", "k-FED, one-shot farthest-point clustering of local centres",
               "Dennis, Li & Smith, Heterogeneity for the Win, ICML 2021",
-              "fedcluster.methods.kfed.strategy:KFed", KFedOptions)
+              "fedcluster.methods.kfed.strategy:KFed", KFedOptions, feature_clustering=True)

@@ -7,4 +7,5 @@ from .options import MAvgOptions
 
 MAVG = Method("mavg", "Match averaging of local centroids (Hungarian matching)",
               "the M-Avg baseline of Xu et al., Jigsaw Game (papers/004)",
-              "fedcluster.methods.mavg.strategy:MatchAveraging", MAvgOptions)
+              "fedcluster.methods.mavg.strategy:MatchAveraging", MAvgOptions,
+              feature_clustering=True)
