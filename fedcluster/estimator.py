@@ -41,6 +41,35 @@ CONFIG_NAMES = {"n_clusters": "k", "random_state": "seed", "max_iter": "num_serv
                 "restart_score": "score"}
 #: The estimator's own parameters (not run settings) and their allowed values.
 CHOICES = {"backend": ("memory", "flower"), "on_bad_client": ("raise", "skip")}
+#: Run-config fields that are not parameters: where a run reads and writes (``fit`` takes the
+#: data, its results stay on the estimator) and how long a deployment waits for its nodes.
+NOT_PARAMETERS = frozenset({"out_dir", "dataset", "split", "partitions_dir", "resume_from",
+                            "min_nodes", "node_wait_timeout", "round_timeout"})
+
+
+def _constructor_signature() -> inspect.Signature:
+    """``__init__``'s signature, derived from the run config's fields (one declaration each).
+
+    ``n_clusters`` first and positional, as scikit-learn's ``KMeans``; then, keyword-only,
+    every other method setting in the run config's order under its scikit-learn name
+    (:data:`CONFIG_NAMES`) with the run config's default, then :data:`CHOICES`. A method
+    that declares a setting of its own gets its parameter here without an edit.
+    """
+    renamed = {field: name for name, field in CONFIG_NAMES.items()}
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                  inspect.Parameter("n_clusters", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=_DEFAULT["k"], annotation=int)]
+    parameters += [inspect.Parameter(renamed.get(name, name), keyword, default=field.default,
+                                     annotation=field.annotation)
+                   for name, field in RunConfig.model_fields.items()
+                   if name != "k" and name not in NOT_PARAMETERS]
+    parameters += [inspect.Parameter(name, keyword, default=values[0], annotation=str)
+                   for name, values in CHOICES.items()]
+    return inspect.Signature(parameters)
+
+
+_SIGNATURE = _constructor_signature()
 
 
 def _one_array(parts: Any) -> bool:
@@ -134,51 +163,15 @@ class FederatedKMeans:
     >>> labels = FederatedKMeans(n_clusters=3, random_state=0).fit_predict(parts)  # doctest: +SKIP
     """
 
-    def __init__(self, n_clusters: int = _DEFAULT["k"], *,
-                 algorithm: str = _DEFAULT["algorithm"],
-                 max_iter: int = _DEFAULT["num_server_rounds"],
-                 tol: float = _DEFAULT["tol"], n_init: int = _DEFAULT["n_init"],
-                 restart_score: str = _DEFAULT["score"], random_state: int = _DEFAULT["seed"],
-                 participation: float = _DEFAULT["participation"],
-                 clients_per_round: int = _DEFAULT["clients_per_round"],
-                 min_cluster_size: int = _DEFAULT["min_cluster_size"],
-                 min_answer_fraction: float = _DEFAULT["min_answer_fraction"],
-                 trust_clients: bool = _DEFAULT["trust_clients"],
-                 chunk_size: int = _DEFAULT["chunk_size"], device: str = _DEFAULT["device"],
-                 dp: str = _DEFAULT["dp"], dp_epsilon: float = _DEFAULT["dp_epsilon"],
-                 dp_delta: float = _DEFAULT["dp_delta"],
-                 dp_noise_multiplier: float = _DEFAULT["dp_noise_multiplier"],
-                 dp_clip: float = _DEFAULT["dp_clip"], data_bounds: str = _DEFAULT["data_bounds"],
-                 dp_bounds_share: float = _DEFAULT["dp_bounds_share"],
-                 dp_start_share: float = _DEFAULT["dp_start_share"],
-                 dp_rounds: int = _DEFAULT["dp_rounds"],
-                 secure_aggregation: bool = _DEFAULT["secure_aggregation"],
-                 secagg_threshold: float = _DEFAULT["secagg_threshold"],
-                 secagg_neighbours: int = _DEFAULT["secagg_neighbours"],
-                 secagg_fraction_bits: int = _DEFAULT["secagg_fraction_bits"],
-                 init: str = _DEFAULT["init"], k_prime: int = _DEFAULT["k_prime"],
-                 lr: float = _DEFAULT["lr"], momentum: float = _DEFAULT["momentum"],
-                 max_client_share: float = _DEFAULT["max_client_share"],
-                 aggregation: str = _DEFAULT["aggregation"],
-                 trim_fraction: float = _DEFAULT["trim_fraction"],
-                 local_steps: int = _DEFAULT["local_steps"],
-                 fuzzifier: float = _DEFAULT["fuzzifier"], radius: str = _DEFAULT["radius"],
-                 client_lr: float = _DEFAULT["client_lr"],
-                 batch_size: int = _DEFAULT["batch_size"],
-                 reseed_fraction: float = _DEFAULT["reseed_fraction"],
-                 reseed_patience: int = _DEFAULT["reseed_patience"],
-                 standardize: bool = _DEFAULT["standardize"],
-                 feature_clustering: str = _DEFAULT["feature_clustering"],
-                 network: str = _DEFAULT["network"], image_shape: str = _DEFAULT["image_shape"],
-                 train_batch_size: int = _DEFAULT["train_batch_size"],
-                 optimizer: str = _DEFAULT["optimizer"], train_lr: float = _DEFAULT["train_lr"],
-                 weight_decay: float = _DEFAULT["weight_decay"], augment: str = _DEFAULT["augment"],
-                 head: str = _DEFAULT["head"], max_weight: float = _DEFAULT["max_weight"],
-                 backend: str = CHOICES["backend"][0],
-                 on_bad_client: str = CHOICES["on_bad_client"][0]) -> None:
-        for name, value in locals().items():
+    def __init__(self, n_clusters: int = _DEFAULT["k"], **params: Any) -> None:
+        bound = _SIGNATURE.bind(self, n_clusters, **params)  # an unknown name: TypeError
+        bound.apply_defaults()
+        for name, value in bound.arguments.items():
             if name != "self":
                 setattr(self, name, value)
+
+    # The parameters scikit-learn reads (get_params, clone, repr) and a reader's help() show.
+    __init__.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
 
     # -- scikit-learn's parameter protocol -------------------------------------------
     @classmethod

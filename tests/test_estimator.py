@@ -44,6 +44,8 @@ def test_every_parameter_defaults_to_the_command_lines_value():
     params = {CONFIG_NAMES.get(name, name) for name in FederatedKMeans().get_params()} - set(CHOICES)
     assert set(fields) - params == {"out_dir", "dataset", "split", "partitions_dir", "resume_from",
                                     "min_nodes", "node_wait_timeout", "round_timeout"}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'kk'"):
+        FederatedKMeans(kk=3)
 
 
 def test_get_and_set_params_follow_scikit_learn():

@@ -164,6 +164,12 @@ for own, says in (({"offsets": np.zeros((3, 2))}, "shape (3, 2), expected (2, 2)
         assert says in str(exc), (says, exc)
     else:
         raise AssertionError(f"not refused: {own}")
+# The library face takes the new setting under its own name, with no edit of the estimator.
+from fedcluster import FederatedKMeans
+
+model = FederatedKMeans(3, algorithm="probe", probe_shift=100.0, random_state=0)
+assert model.get_params()["probe_shift"] == 100.0
+assert np.allclose(model.fit(parts).cluster_centers_, back), model.cluster_centers_
 print("ok" if fedcluster.__file__.startswith(sys.argv[1]) else fedcluster.__file__)
 '''
 
