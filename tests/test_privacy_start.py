@@ -61,9 +61,11 @@ def test_a_dp_run_starts_spread_in_the_declared_bounds_and_finds_g2s_clusters():
             "k": 2, "seed": seed, "init": "spread", "data-bounds": "0:1100", "dp": "central",
             "secure-aggregation": True, "dp-epsilon": 1.0, "num-server-rounds": 5, "tol": 0.0,
         })).fit(InMemoryFederation(parts))
-        # The two true centres lie at 500 and 600 per feature: one centroid near each.
+        # The two true centres lie at 500 and 600 per feature: one centroid near each. The noise
+        # is fresh in every run: over 30 runs the farthest mean lay 2.9-15.8 from its centre
+        # (mean 6.8), where two merged centroids lie 50 from theirs.
         means = np.sort(result.centroids.mean(axis=1))
-        assert means == pytest.approx([500.0, 600.0], abs=15.0), (seed, means)
+        assert means == pytest.approx([500.0, 600.0], abs=35.0), (seed, means)
 
 
 def test_a_plain_run_starts_spread_in_the_federated_bounding_box():
