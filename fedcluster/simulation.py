@@ -163,8 +163,8 @@ def _start_ray(init_args: dict) -> None:
 
     if ray.is_initialized():
         return
-    paths = [*sys.path, os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
+    paths = [*sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path for path in paths if path))
     ray.init(include_dashboard=False, **init_args)
 
 
