@@ -162,10 +162,10 @@ def test_start_runs_from_the_initial_arrays_through_a_ray_simulation(tmp_path, s
 @pytest.mark.slow
 def test_default_secagg_plus_graph_in_a_ray_simulation(tmp_path):
     """20 simulated clients under secure aggregation: the default graph is sparse there
-    (SecAgg+, Bell et al.'s rule) and the secure totals give centralized Lloyd's step (one
-    local step from a start file: the sum form, which withholds no small cluster), with
+    (SecAgg+, Bell et al.'s rule) and the secure totals give the plain run's step (one local
+    step from a start file: both withhold a client's cluster of fewer than p rows alike), with
     Flower's own node ids."""
-    from fedcluster.numerics import cluster_stats, lloyd
+    from fedcluster.client.memory import InMemoryFederation
     from fedcluster.privacy import secagg
 
     data = load_dataset("s1")
@@ -173,15 +173,18 @@ def test_default_secagg_plus_graph_in_a_ray_simulation(tmp_path):
     write_partitions(data.X, parts, tmp_path / "parts")
     start = data.X[np.random.default_rng(2).choice(len(data.X), 15, replace=False)] + 0.5
     np.save(tmp_path / "start.npy", start)
+    settings = {"algorithm": "dwf", "k": 15, "num-server-rounds": 1, "tol": 0.0,
+                "local-steps": 1, "init": str(tmp_path / "start.npy"), "data-bounds": "0:1e6",
+                "min-nodes": 20}
     secure = simulate(RunConfig.from_mapping({
-        "algorithm": "dwf", "k": 15, "num-server-rounds": 1, "tol": 0.0, "local-steps": 1,
-        "init": str(tmp_path / "start.npy"), "data-bounds": "0:1e6", "min-nodes": 20,
-        "secure-aggregation": True, "out-dir": str(tmp_path / "out")}), tmp_path / "parts", 20)
+        **settings, "secure-aggregation": True, "out-dir": str(tmp_path / "out")}),
+        tmp_path / "parts", 20)
 
     assert secure.settings["secagg-neighbours"] == secagg.AUTO
     assert secagg.auto_graph(20, secure.settings["secagg-threshold"])[0] < 19  # sparse here
     [train] = [r for r in secure.history if r.phase == "train"]
     assert train.clients_answered == 20 and min(train.participants) >= SMALLEST_FLOWER_ID
-    reference = lloyd(data.X, start, max_iter=1, tol=0.0).centroids
-    np.testing.assert_allclose(secure.centroids, reference, rtol=1e-9, atol=1e-5)
-    np.testing.assert_array_equal(secure.counts, cluster_stats(data.X, reference).counts)
+    plain = build_strategy(RunConfig.from_mapping(settings)).fit(
+        InMemoryFederation([data.X[i] for i in parts]))
+    np.testing.assert_allclose(secure.centroids, plain.centroids, rtol=1e-9, atol=1e-5)
+    np.testing.assert_array_equal(secure.counts, plain.counts)
