@@ -129,7 +129,7 @@ def sum_form_reply(X, centroids, config: dict, step: SumStep) -> ClientSummary:
     given = need_centroids(centroids)
     p = min_cluster_size(config)
     check_rows(int(X.shape[0]), p)
-    dp_off = config.get("dp", "off") == "off"
+    dp_off = "dp" not in config or request_option(config, Options, "dp") == "off"
     bounds = request_option(config, Options, "data-bounds")
     noise = request_setting(config, CLIENT_NOISE_KEY, float, non_negative)
     clip = request_option(config, Options, "dp-clip")
