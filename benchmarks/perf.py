@@ -528,22 +528,25 @@ def _torch_iteration(X: object, C: object, k: int) -> Callable[[], object] | Non
 
 
 def gpu(args: argparse.Namespace) -> None:
-    """One Lloyd iteration on the GPU over the time to read X once from GPU memory.
+    """The GPU pass against reading X once and against cuBLAS's product, on one card.
 
-    n = 10^7 rows (10^6 with ``--quick``), d = 64, float32, k in (16, 64):
-    the fused kernel (``fedcluster.numerics.lloyd.use_fused``), whose target
-    is at most 2 reads of X; k in (256, 1024): cuBLAS's product and the
-    accumulation kernel. The reference is ``X.sum(axis=0)`` (one read of X).
-    Per iteration from ``lloyd`` runs of 2 and 6 iterations (``tol=0``).
-    Against, where installed: PyTorch's plain iteration on the same device
-    memory (``X @ C.T``, argmin, ``index_add_``: ``_torch_iteration``) and
-    FAISS's GPU k-means iteration (``faiss.Kmeans(gpu=True)``, from host
-    memory, per iteration from runs of 2 and 6). Also the agreement with the
-    CPU step on the first 200,000 rows, and a whole ``fedcluster simulate
-    --device cuda`` run on one client holding the n rows (client data is
-    float64), seconds per round from runs of 2 and 6 rounds.
+    Small k (the fused kernel, ``fedcluster.numerics.lloyd.use_fused``): at
+    n = 10^7 rows (10^6 with ``--quick``), d = 64, float32, k in (16, 64),
+    one pass (``cluster_stats``: labels, float64 sums and counts, exact
+    inertia) and one ``lloyd`` iteration (from runs of 2 and 6, ``tol=0``)
+    over one read of X: cuBLAS's GEMV ``ones @ X`` (``X.sum(axis=0)`` is a
+    slow CuPy reduction, not a bandwidth reference); the target is at most 2
+    reads. Large k (cuBLAS's product and the accumulation kernel): at
+    (10^6, 128, 1024) (10^5 rows with ``--quick``) the pass over cuBLAS's
+    product ``X @ C.T`` alone and with its argmin. Beside each, where
+    installed, PyTorch's plain iteration on the same device memory
+    (``_torch_iteration``) and FAISS's GPU k-means iteration (from host
+    memory, runs of 2 and 6); the agreement with the CPU pass on 200,000 rows;
+    then a whole ``fedcluster simulate --backend memory --device cuda`` run
+    (``_gpu_simulation``). Times are medians of ``--repeats`` after a warm-up.
     """
-    print("# gpu: CuPy Lloyd iteration / one read of X (issue 17: <= 2 for k <= 64)")
+    print("# gpu: CuPy Lloyd pass / one read of X (target <= 2 for k <= 64), "
+          "and / cuBLAS's product at large k")
     try:
         import cupy
 
@@ -557,11 +560,8 @@ def gpu(args: argparse.Namespace) -> None:
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
     print(f"# device: {props['name'].decode()}, {props['totalGlobalMem'] / 2**30:.0f} GiB; "
+          f"CuPy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}; "
           f"{machine()}")
-    n = 1_000_000 if args.quick else 10_000_000
-    d = 64
-    rng = cupy.random.default_rng(0)
-    X = rng.random((n, d), dtype=cupy.float32)
 
     def gpu_time(fn: Callable[[], object]) -> float:
         cupy.cuda.Device().synchronize()
@@ -570,56 +570,79 @@ def gpu(args: argparse.Namespace) -> None:
         cupy.cuda.Device().synchronize()
         return time.perf_counter() - start
 
-    read = [gpu_time(lambda: X.sum(axis=0)) for _ in range(args.repeats + 1)][1:]
-    print(f"gpu read of X ({X.nbytes / 2**30:.2f} GiB): {np.median(read) * 1e3:.2f} ms "
-          f"({X.nbytes / np.median(read) / 1e9:.0f} GB/s)")
-    for k in (16, 64, 256, 1024):
-        C = X[:k].astype(cupy.float64)
-        lloyd(X, C, max_iter=1)  # compile the kernels
-        per_iter = []
-        for _ in range(args.repeats):
-            lo = gpu_time(lambda: lloyd(X, C, max_iter=2, tol=0))
-            hi = gpu_time(lambda: lloyd(X, C, max_iter=6, tol=0))
-            per_iter.append((hi - lo) / 4)
-        ours = np.median(per_iter)
-        print(f"gpu n={n} d={d} k={k}: iteration / read ratio "
-              f"{spread(np.array(per_iter) / np.median(read))} (iteration {ours * 1e3:.2f} ms)",
-              flush=True)
-        sub = to_numpy(X[:200_000])
-        cpu_stats = cluster_stats(sub, to_numpy(C))
-        gpu_stats = cluster_stats(X[:200_000], C)
-        print(f"gpu k={k}: GPU / CPU inertia on 200000 rows "
-              f"{gpu_stats.inertia / cpu_stats.inertia:.9f}, counts differ in "
-              f"{int(np.abs(to_numpy(gpu_stats.counts) - cpu_stats.counts).sum())} rows")
-        torch_iteration = _torch_iteration(X, C, k)
-        if torch_iteration is None:
-            print("gpu: PyTorch not installed: no comparison with PyTorch")
-        else:
-            torch_iteration()
-            torch_times = [gpu_time(torch_iteration) for _ in range(args.repeats)]
-            print(f"gpu k={k}: fedcluster / PyTorch iteration ratio "
-                  f"{spread(np.array(per_iter) / np.array(torch_times))}")
-        try:
-            import faiss
-        except ImportError:
-            print("gpu: FAISS not installed: no comparison with FAISS")
-            continue
-        if not hasattr(faiss, "StandardGpuResources"):
-            print("gpu: this FAISS has no GPU support (faiss-cpu): no comparison with FAISS")
-            continue
-        host = to_numpy(X)
-        faiss_times = []
-        for iters in (2, 6):
-            km = faiss.Kmeans(d, k, niter=iters, gpu=True, seed=0, max_points_per_centroid=n,
-                              early_stop_threshold=-1.0)
-            start = time.perf_counter()
-            km.train(host, init_centroids=to_numpy(C).astype(np.float32))
-            faiss_times.append(time.perf_counter() - start)
-        faiss_iter = (faiss_times[1] - faiss_times[0]) / 4
-        print(f"gpu k={k}: fedcluster / FAISS iteration ratio {ours / faiss_iter:.2f}")
-    del X
-    cupy.get_default_memory_pool().free_all_blocks()
-    _gpu_simulation(n, d, args)
+    def median_ms(fn: Callable[[], object]) -> float:
+        fn()
+        return float(np.median([gpu_time(fn) for _ in range(args.repeats)])) * 1e3
+
+    rng = cupy.random.default_rng(0)
+    for n, d, ks in (((10**6 if args.quick else 10**7), 64, (16, 64)),
+                     ((10**5 if args.quick else 10**6), 128, (1024,))):
+        X = rng.random((n, d), dtype=cupy.float32)
+        ones = cupy.ones(n, dtype=cupy.float32)
+        read = median_ms(lambda: ones @ X)
+        print(f"gpu n={n} d={d} float32: one read of X ({X.nbytes / 2**30:.2f} GiB, GEMV) "
+              f"{read:.3f} ms ({X.nbytes / read / 1e6:.0f} GB/s)", flush=True)
+        for k in ks:
+            C = X[:k].astype(cupy.float64)
+            C32 = C.astype(cupy.float32)
+            one_pass = median_ms(lambda: cluster_stats(X, C))
+            lloyd(X, C, max_iter=1)
+            per_iter = [(gpu_time(lambda: lloyd(X, C, max_iter=6, tol=0))
+                         - gpu_time(lambda: lloyd(X, C, max_iter=2, tol=0))) / 4
+                        for _ in range(args.repeats)]
+            iteration = float(np.median(per_iter)) * 1e3
+            line = (f"gpu n={n} d={d} k={k}: pass {one_pass:.3f} ms = {one_pass / read:.2f} reads"
+                    f"; lloyd iteration {iteration:.3f} ms = {iteration / read:.2f} reads")
+            if k > 64:
+                product = median_ms(lambda: X @ C32.T)
+                with_argmin = median_ms(lambda: cupy.argmin(X @ C32.T, axis=1))
+                line += (f"; cuBLAS X @ C.T {product:.3f} ms, with argmin {with_argmin:.3f} ms: "
+                         f"pass / product {one_pass / product:.2f}")
+            print(line, flush=True)
+            rows = min(n, 200_000)
+            cpu_stats = cluster_stats(to_numpy(X[:rows]), to_numpy(C))
+            gpu_stats = cluster_stats(X[:rows], C)
+            print(f"gpu k={k}: GPU / CPU inertia on {rows} rows "
+                  f"{gpu_stats.inertia / cpu_stats.inertia:.12f}, counts differ in "
+                  f"{int(np.abs(to_numpy(gpu_stats.counts) - cpu_stats.counts).sum())} rows",
+                  flush=True)
+            torch_iteration = _torch_iteration(X, C, k)
+            if torch_iteration is None:
+                print("gpu: PyTorch not installed: no comparison with PyTorch")
+            else:
+                torch_ms = median_ms(torch_iteration)
+                print(f"gpu k={k}: PyTorch iteration {torch_ms:.3f} ms; fedcluster pass / "
+                      f"PyTorch {one_pass / torch_ms:.2f}", flush=True)
+            _faiss_gpu_iteration(X, C, k, one_pass)
+        del X, ones
+        cupy.get_default_memory_pool().free_all_blocks()
+    _gpu_simulation(10**6 if args.quick else 10**7, 64, args)
+
+
+def _faiss_gpu_iteration(X: object, C: object, k: int, ours_ms: float) -> None:
+    """FAISS's GPU k-means iteration on the same rows and start, where FAISS-GPU is installed."""
+    try:
+        import faiss
+    except ImportError:
+        print("gpu: FAISS not installed: no comparison with FAISS")
+        return
+    if not hasattr(faiss, "StandardGpuResources"):
+        print("gpu: this FAISS has no GPU support (faiss-cpu): no comparison with FAISS")
+        return
+    from fedcluster.numerics import to_numpy
+
+    host = to_numpy(X)
+    n, d = host.shape
+    walls = []
+    for iters in (2, 6):
+        km = faiss.Kmeans(d, k, niter=iters, gpu=True, seed=0, max_points_per_centroid=n,
+                          early_stop_threshold=-1.0)
+        start = time.perf_counter()
+        km.train(host, init_centroids=to_numpy(C).astype(np.float32))
+        walls.append(time.perf_counter() - start)
+    faiss_ms = (walls[1] - walls[0]) / 4 * 1e3
+    print(f"gpu k={k}: FAISS iteration {faiss_ms:.3f} ms; fedcluster pass / FAISS "
+          f"{ours_ms / faiss_ms:.2f}", flush=True)
 
 
 def _gpu_simulation(n: int, d: int, args: argparse.Namespace) -> None:
@@ -641,9 +664,10 @@ def _gpu_simulation(n: int, d: int, args: argparse.Namespace) -> None:
         for rounds_ in (2, 6):
             start = time.perf_counter()
             done = subprocess.run(
-                [str(Path(sys.executable).parent / "fedcluster"), "simulate", "--dataset",
+                [sys.executable, "-m", "fedcluster.cli", "simulate", "--backend", "memory",
+                 "--dataset",
                  str(rows), "--clients", "1", "--k", "64", "--rounds", str(rounds_), "--tol", "0",
-                 "--init", "random", "--device", "cuda", "--out", str(Path(tmp) / "out")],
+                 "--init", "random", "--device", "cuda", "--out", str(Path(tmp) / f"out{rounds_}")],
                 env=env, capture_output=True, text=True, timeout=3600)
             walls[rounds_] = time.perf_counter() - start
             if done.returncode != 0:
