@@ -106,7 +106,8 @@ def test_the_coreset_represents_a_cell_by_its_noisy_mean_and_drops_cells_beyond_
     centres = centres_from_cells(points, sums, counts, clipping, 1e-3, 3,
                                  rng=np.random.default_rng(0))
     np.testing.assert_allclose(np.sort(centres, axis=0), np.sort(truth, axis=0), atol=0.5)
-    fewer = centres_from_cells(points, sums, counts, clipping, 1e-3, 4, rng=np.random.default_rng(0))
+    fewer = centres_from_cells(points, sums, counts, clipping, 1e-3, 4,
+                               rng=np.random.default_rng(0))
     np.testing.assert_allclose(np.sort(fewer, axis=0), np.sort(truth, axis=0), atol=0.5)
     # Noise of 1e4 per sum coordinate: 3 deviations of the count noise 1e4 / w exceed each count.
     assert centres_from_cells(points, sums, counts, clipping, 1e4, 3,

@@ -556,7 +556,8 @@ class PrivateRounds:
         self.budget: Budget | None = None
         #: The rounds the budget allows (the clients are told): for a calibrated multiplier
         #: ``dp-rounds`` (0: :func:`~fedcluster.privacy.accountant.rounds_for` epsilon and the
-        #: start), at most ``num-server-rounds``; for a fixed one the most that fit, at most that many.
+        #: start), at most ``num-server-rounds``; for a fixed one the most that fit, at most
+        #: that many.
         self.rounds = 0
         if self.dp != "off":
             # Setup steps, each with its share of the budget: the bounds step without declared
