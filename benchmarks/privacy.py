@@ -91,7 +91,7 @@ def score(X: np.ndarray, centroids: np.ndarray) -> float:
 
 
 def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
-                   private_bounds=False, start_share=0.0) -> np.ndarray:
+                   private_bounds=False, start_share=0.0, threshold=0.5) -> np.ndarray:
     from fedcluster.config import RunConfig
     from fedcluster.client.memory import InMemoryFederation
     from fedcluster.config import build_strategy
@@ -104,7 +104,8 @@ def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
     elif mode == "central":
         settings.update({"dp": "central", "dp-epsilon": epsilon, "secure-aggregation": True})
     else:
-        settings.update({"dp": "distributed", "dp-epsilon": epsilon, "secure-aggregation": True})
+        settings.update({"dp": "distributed", "dp-epsilon": epsilon, "secure-aggregation": True,
+                         "secagg-threshold": threshold})
     if private_bounds and not math.isinf(epsilon):
         del settings["data-bounds"]  # estimated with a share of the budget
     if start_share and settings["init"] == "private":
@@ -223,6 +224,8 @@ def footer(meta: dict) -> str:
     start = f", init {meta['init']}" if meta.get("init", "random") != "random" else ""
     if meta.get("start_share"):
         start += f" (dp-start-share {meta['start_share']:g})"
+    if meta.get("distributed_threshold", 0.5) != 0.5:
+        start += f", distributed runs' secagg-threshold {meta['distributed_threshold']:g}"
     bounds = f"{meta['bounds']} (DP runs: estimated)" if meta.get("private_bounds") else meta["bounds"]
     return (f"{meta['data']}: {meta['wall_s']:.0f} s; rounds {meta['rounds']}, {meta['clients']} "
             f"clients, k {meta['k']}{start}, bounds {bounds}{rows}, seeds 0-{meta['seeds'] - 1}"
@@ -254,6 +257,9 @@ def main(argv=None) -> None:
     parser.add_argument("--distributed-seeds", type=int, default=3,
                         help="seeds of the distributed runs (secure aggregation costs ~1 s a round)")
     parser.add_argument("--distributed-datasets", default="s1")
+    parser.add_argument("--distributed-threshold", type=float, default=0.5,
+                        help="the distributed runs' secagg-threshold (its default: 0.5); each "
+                        "client's noise share is sized for that many survivors")
     parser.add_argument("--secagg-cost", default="",
                         help="numbers of clients, e.g. 10,30: measure secure aggregation instead")
     parser.add_argument("--neighbours", default="auto,0",
@@ -331,7 +337,8 @@ def run_grid(args, parser) -> None:
                     distributed = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
                                                            args.rounds, "distributed",
                                                            args.init, args.private_bounds,
-                                                           args.start_share)) / best
+                                                           args.start_share,
+                                                           args.distributed_threshold)) / best
                                    for s in range(args.distributed_seeds)]
                 if epsilon not in references:
                     if math.isinf(epsilon):
@@ -350,6 +357,7 @@ def run_grid(args, parser) -> None:
         meta = {"data": name, "rows": len(X) if args.rows else 0, "k": k, "bounds": bounds,
                 "init": args.init, "private_bounds": args.private_bounds,
                 "start_share": args.start_share,
+                "distributed_threshold": args.distributed_threshold,
                 "rounds": args.rounds, "clients": args.clients, "seeds": args.seeds,
                 "distributed_seeds": args.distributed_seeds if distributed_too else 0,
                 "distributed": distributed_too, "centralized_score": best,

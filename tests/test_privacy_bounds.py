@@ -71,6 +71,21 @@ def test_bounds_are_read_off_within_a_bin_and_a_noise_free_histogram_gives_the_d
     np.testing.assert_array_equal(parse_bounds(bounds.bounds_text(low, high)), (low, high))
 
 
+def test_the_rows_rms_distance_from_the_box_centre_is_read_off_the_histogram():
+    """E ||x - c||^2 is a sum over features, so the marginals give it whatever the features'
+    dependence (here a shell of radius 3 in 10-D around (5, ..., 5)): within the bins' 1/7."""
+    rng = np.random.default_rng(0)
+    directions = rng.normal(size=(4000, 10))
+    X = 5.0 + 3.0 * directions / np.linalg.norm(directions, axis=1, keepdims=True)
+    low, high, _ = bounds.bounds_from_histogram(bounds.feature_histogram(X), sigma=0.0)
+    truth = np.sqrt((np.linalg.norm(np.clip(X, low, high) - (low + high) / 2, axis=1) ** 2).mean())
+    radius = bounds.rms_distance(bounds.feature_histogram(X), 0.0, low, high)
+    assert radius == pytest.approx(truth, rel=1 / 7)
+    assert radius < 0.6 * np.linalg.norm(high - low) / 2  # a shell: well inside the box's corners
+    noise = np.random.default_rng(1).normal(0.0, 10.0, size=(10, bounds.BINS))
+    assert bounds.rms_distance(noise, 10.0, low, high) == 0.0  # nothing kept: no radius
+
+
 def test_a_histogram_with_nothing_above_the_noise_gives_the_whole_grid():
     noise = np.random.default_rng(1).normal(0.0, 10.0, size=(3, bounds.BINS))
     low, high, empty = bounds.bounds_from_histogram(noise, sigma=10.0)
@@ -289,6 +304,7 @@ def test_the_rounds_of_a_calibrated_budget_are_chosen_from_epsilon_unless_set():
     from fedcluster.privacy.accountant import rounds_for
 
     assert [rounds_for(e) for e in (0.1, 0.35, 0.5, 0.7, 1.0, 5.0, 100.0)] == [2, 2, 3, 4, 5, 5, 5]
+    assert {rounds_for(e, private_start=True) for e in (0.1, 1.0, 100.0)} == {1}
     _, parts = s1_parts()
     auto = build_strategy(private(**{"num-server-rounds": 100, "data-bounds": "0:1e6"})
                           ).fit(InMemoryFederation(parts))

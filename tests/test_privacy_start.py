@@ -91,7 +91,7 @@ def blobs(rows_each: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_the_coreset_represents_a_cell_by_its_noisy_mean_and_drops_cells_beyond_the_rule():
     """Cell points far from the data (data-blind), exact sums: the representatives are the
     cells' means, so weighted k-means finds the blobs; a cell whose sum is beyond count x R
-    (a liar's) is dropped; below k cells kept there is no start."""
+    (a liar's) is dropped; below k cells kept the kept cells' representatives are the start."""
     from fedcluster.privacy.mechanism import Clipping
     from fedcluster.privacy.start import centres_from_cells
 
@@ -106,9 +106,29 @@ def test_the_coreset_represents_a_cell_by_its_noisy_mean_and_drops_cells_beyond_
     centres = centres_from_cells(points, sums, counts, clipping, 1e-3, 3,
                                  rng=np.random.default_rng(0))
     np.testing.assert_allclose(np.sort(centres, axis=0), np.sort(truth, axis=0), atol=0.5)
+    fewer = centres_from_cells(points, sums, counts, clipping, 1e-3, 4,
+                               rng=np.random.default_rng(0))
+    np.testing.assert_allclose(np.sort(fewer, axis=0), np.sort(truth, axis=0), atol=0.5)
     # Noise of 1e4 per sum coordinate: 3 deviations of the count noise 1e4 / w exceed each count.
     assert centres_from_cells(points, sums, counts, clipping, 1e4, 3,
-                              rng=np.random.default_rng(0)) is None
+                              rng=np.random.default_rng(0)).shape == (0, 2)
+
+
+def test_every_second_cell_point_lies_on_the_sphere_of_the_given_radius():
+    """The rest stay the box's Halton points (the seed fixes both); in 2-D, where the box's
+    points do not lie on a shell, none is moved."""
+    from fedcluster.privacy.start import cell_count, cells
+
+    low, high = np.full(50, -1.0), np.full(50, 3.0)
+    box = cells(low, high, 8, rng=np.random.default_rng(4))
+    moved = cells(low, high, 8, rng=np.random.default_rng(4), radius=1.5)
+    assert len(moved) == cell_count(8, 50)
+    np.testing.assert_array_equal(moved[0::2], box[0::2])
+    np.testing.assert_allclose(np.linalg.norm(moved[1::2] - 1.0, axis=1), 1.5)
+    rays = (box[1::2] - 1.0) / np.linalg.norm(box[1::2] - 1.0, axis=1, keepdims=True)
+    np.testing.assert_allclose(moved[1::2], 1.0 + 1.5 * rays)
+    flat = [cells(low[:2], high[:2], 8, rng=np.random.default_rng(4), radius=r) for r in (0, 1.5)]
+    np.testing.assert_array_equal(*flat)
 
 
 def test_the_coreset_start_finds_well_separated_blobs_at_a_large_epsilon():

@@ -94,13 +94,8 @@ def noise_scale(noise_multiplier: float, dim: int, threshold: int = 1) -> float:
     return noise_multiplier * sensitivity(dim) / math.sqrt(threshold)
 
 
-def bounds_from_histogram(histogram: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray, int]:
-    """Per-feature low and high bounds from a noisy (d, BINS) histogram (see the module docstring).
-
-    Returns the bounds and the number of features that got the whole grid
-    (no bin above the threshold).
-    """
-    edges = grid_edges()
+def _kept_counts(histogram: np.ndarray, sigma: float) -> np.ndarray:
+    """The noisy counts of the bins taken as holding rows (see the module docstring), others 0."""
     counts = np.nan_to_num(np.asarray(histogram, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
     kept = counts >= KEEP_SDS * sigma
     # Grow the kept bins into their neighbours above GROW_SDS: a tail bin of a few dozen rows
@@ -113,7 +108,17 @@ def bounds_from_histogram(histogram: np.ndarray, sigma: float) -> tuple[np.ndarr
         if np.array_equal(grown, kept):
             break
         kept = grown
-    kept = np.where(kept, np.maximum(counts, 0.0), 0.0)
+    return np.where(kept, np.maximum(counts, 0.0), 0.0)
+
+
+def bounds_from_histogram(histogram: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per-feature low and high bounds from a noisy (d, BINS) histogram (see the module docstring).
+
+    Returns the bounds and the number of features that got the whole grid
+    (no bin above the threshold).
+    """
+    edges = grid_edges()
+    kept = _kept_counts(histogram, sigma)
     total = kept.sum(axis=1)
     cumulative = np.cumsum(kept, axis=1)
     # Mass in an unbounded outer bin counts as in the grid's outermost bounded one, bin j
@@ -124,6 +129,32 @@ def bounds_from_histogram(histogram: np.ndarray, sigma: float) -> tuple[np.ndarr
     low = np.where(empty, edges[0], edges[first - 1])
     high = np.where(empty, edges[-1], edges[last])
     return low, high, int(empty.sum())
+
+
+def rms_distance(histogram: np.ndarray, sigma: float, low: np.ndarray, high: np.ndarray) -> float:
+    """The rows' root-mean-square distance from the centre of the box ``low``-``high``, read off
+    the noisy (d, BINS) histogram (post-processing, no budget).
+
+    ``E ||x - c||^2`` is the sum over the features of ``E (x_j - c_j)^2``,
+    which each feature's histogram gives alone (whatever the features'
+    dependence): the kept bins' counts (as :func:`bounds_from_histogram`
+    keeps them) weigh each bin's middle, clipped into the box as the rows
+    are. The middle of a bin is within 1/7 of its value of the rows in it
+    (a bin is 33 % wider than the one before). 0 when a feature has no kept bin.
+    It only places the private start's cells (:func:`~.start.cells`), so a
+    liar's mass, which moves it as it moves the bounds, costs at most the
+    start's fit, never privacy.
+    """
+    edges = grid_edges()
+    middles = np.concatenate([[edges[0]], (edges[:-1] + edges[1:]) / 2, [edges[-1]]])
+    kept = _kept_counts(histogram, sigma)
+    centre = (np.asarray(low) + np.asarray(high)) / 2
+    squares = (np.clip(middles[None, :], np.asarray(low)[:, None], np.asarray(high)[:, None])
+               - centre[:, None]) ** 2
+    total = kept.sum(axis=1)
+    if not np.all(total > 0):
+        return 0.0
+    return float(np.sqrt(((kept * squares).sum(axis=1) / total).sum()))
 
 
 def bounds_text(low: np.ndarray, high: np.ndarray) -> str:

@@ -59,8 +59,9 @@ DPBoundsShare = _budget_share(0.1, "without --data-bounds", "estimating the boun
 DPStartShare = _budget_share(0.2, "with --init private", "the private start spends")
 DPRounds = Annotated[int, Field(
     0, ge=0, description="DP with a calibrated noise multiplier: the rounds the budget is spread "
-    "over (at most --rounds; the run stops after them); 0: chosen from epsilon "
-    "(5 + 2 log2(epsilon) between 2 and 5: 5 from epsilon 1 on)")]
+    "over (at most --rounds; the run stops after them); 0: one after --init private (its "
+    "coreset is clustered already), else chosen from epsilon (5 + 2 log2(epsilon) between 2 "
+    "and 5: 5 from epsilon 1 on)")]
 SecureAggregation = Annotated[bool, Field(
     False, description="the server learns only the round's total of the clients' sums, counts "
     "and squared distances (SecAgg; dwf, ewf, fedkmeans, ffcm-avg1 in their one-step sum form)")]

@@ -23,7 +23,7 @@ step (:mod:`fedcluster.privacy.bounds`), and with ``init = private`` the private
 (:mod:`fedcluster.privacy.start`: noisy sums and counts per cell, the rounds' mechanism); their
 totals go through the same secure aggregation and noise, and are never refused (their read-offs bound what a liar's counts
 can do). A calibrated budget is spread over ``dp-rounds`` rounds (0: chosen
-from epsilon, :func:`~fedcluster.privacy.accountant.rounds_for`).
+from epsilon and the start, :func:`~fedcluster.privacy.accountant.rounds_for`).
 
 The noise is OpenDP's discrete Gaussian on the fixed-point grid ``2^-f``
 of secure aggregation (``f``: ``secagg-fraction-bits``;
@@ -549,11 +549,15 @@ class PrivateRounds:
         self.dp = options.dp
         self.bounds = options.data_bounds
         self.clip = options.dp_clip
+        #: The rows' RMS distance from the estimated box's centre (0: bounds declared, or not
+        #: yet estimated), read off the bounds step's histogram for the private start's cells.
+        self.data_radius = 0.0
         self.fraction_bits = options.secagg_fraction_bits
         self.budget: Budget | None = None
         #: The rounds the budget allows (the clients are told): for a calibrated multiplier
-        #: ``dp-rounds`` (0: :func:`~fedcluster.privacy.accountant.rounds_for` epsilon), at most
-        #: ``num-server-rounds``; for a fixed one the most that fit, at most that many.
+        #: ``dp-rounds`` (0: :func:`~fedcluster.privacy.accountant.rounds_for` epsilon and the
+        #: start), at most ``num-server-rounds``; for a fixed one the most that fit, at most
+        #: that many.
         self.rounds = 0
         if self.dp != "off":
             # Setup steps, each with its share of the budget: the bounds step without declared
@@ -561,9 +565,10 @@ class PrivateRounds:
             shares = {name: share for name, share, wanted in (
                 ("bounds", options.dp_bounds_share, not self.bounds),
                 ("start", options.dp_start_share, options.init == "private")) if wanted}
-            # The rounds a calibrated budget is spread over: dp-rounds, or chosen from epsilon.
-            planned = min(options.num_server_rounds,
-                          options.dp_rounds or rounds_for(options.dp_epsilon))
+            # The rounds a calibrated budget is spread over: dp-rounds, or chosen from epsilon
+            # and the start.
+            planned = min(options.num_server_rounds, options.dp_rounds or rounds_for(
+                options.dp_epsilon, private_start=options.init == "private"))
             setup, z = split(options.dp_epsilon, options.dp_delta, planned, shares)
             self.budget = Budget(options.dp_epsilon, options.dp_delta,
                                  options.dp_noise_multiplier or z, setup)
@@ -687,8 +692,11 @@ class PrivateRounds:
         low, high, empty = private_bounds.bounds_from_histogram(
             vector.reshape(dim, private_bounds.BINS), sigma)
         self.bounds = private_bounds.bounds_text(low, high)
-        log(INFO, "bounds: estimated under DP (epsilon %.4g spent so far): %s", epsilon,
-            private_bounds.describe(low, high))
+        self.data_radius = private_bounds.rms_distance(
+            vector.reshape(dim, private_bounds.BINS), sigma, low, high)
+        log(INFO, "bounds: estimated under DP (epsilon %.4g spent so far): %s; rows %.4g from "
+            "their centre (root mean square)", epsilon, private_bounds.describe(low, high),
+            self.data_radius)
         if empty:
             log(WARNING, "bounds: %d of %d feature(s) had too few rows for the noise and got the "
                 "whole grid (+-%g): give --data-bounds, or a larger --dp-bounds-share", empty, dim,
@@ -703,7 +711,8 @@ class PrivateRounds:
 
         dim = self.dimension(strategy, federation)
         clipping = Clipping.declared(self.bounds, self.clip, dim)
-        points = private_start.cells(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+        points = private_start.cells(clipping.low, clipping.high, strategy.k, rng=strategy.rng,
+                                     radius=self.data_radius)
         cells = len(points)
         vector, sigma, exchange, epsilon = self.setup_step(
             strategy, federation, "start", CELL_SUMS, points, cells * (dim + 1),
@@ -711,10 +720,12 @@ class PrivateRounds:
         centres = private_start.centres_from_cells(
             points, vector[:cells * dim].reshape(cells, dim), vector[cells * dim:], clipping,
             sigma, strategy.k, rng=strategy.rng)
-        if centres is None:
-            log(WARNING, "init (private): fewer than k = %d of %d cells hold more rows than the "
-                "noise: the centres are spread apart in the bounds instead", strategy.k, cells)
-            centres = spread_in_box(clipping.low, clipping.high, strategy.k, rng=strategy.rng)
+        if len(centres) < strategy.k:
+            log(WARNING, "init (private): %d of %d cells hold more rows than the noise, fewer "
+                "than k = %d: each is a centre, the other %d are spread apart in the bounds",
+                len(centres), cells, strategy.k, strategy.k - len(centres))
+            centres = np.concatenate([centres, spread_in_box(
+                clipping.low, clipping.high, strategy.k - len(centres), rng=strategy.rng)])
         else:
             log(INFO, "init (private): weighted k-means over %d cells' noisy means (epsilon "
                 "%.4g spent so far)", cells, epsilon)
