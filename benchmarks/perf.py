@@ -12,6 +12,7 @@ noisy: a line reads ``median [25th-75th percentile] over N repeats``.
     python benchmarks/perf.py gpu          # CuPy step vs reading X once, and vs the CPU
     python benchmarks/perf.py rounds       # rounds to converge and score per method and start
     python benchmarks/perf.py polling      # deployed round vs a bare Flower app (loopback)
+    python benchmarks/perf.py fit          # FederatedKMeans.fit vs KMeans(n_init=1) pooled
     python benchmarks/perf.py simulation   # Ray simulation: 100 clients x 50 rounds, 1000 clients
     python benchmarks/perf.py inprocess    # in-process grid memory per client, 100 vs 1000
     python benchmarks/perf.py all
@@ -755,6 +756,64 @@ def polling(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------
+# fit: the library's whole fit against scikit-learn's on the pooled rows
+# ---------------------------------------------------------------------------
+
+def fit(args: argparse.Namespace) -> None:
+    """CPU time of ``FederatedKMeans.fit`` over 10 parts against ``KMeans(n_init=1)`` pooled.
+
+    Issue 29's size (1e6 x 16, k = 16, 10 equal parts of 16 blobs), warm (one
+    untimed fit of each first), interleaved: in each repeat the fit, the same
+    fit with k-means++ seeding by array operations (its form before the
+    compiled kernels), and scikit-learn's. All on all cores (numba's and
+    scikit-learn's OpenMP threads); CPU time of the process over its threads.
+    """
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_blobs
+
+    from fedcluster import FederatedKMeans
+    from fedcluster.numerics import seeding
+
+    n, d, k, owners = (100_000, 16, 16, 10) if args.quick else (1_000_000, 16, 16, 10)
+    X, _ = make_blobs(n_samples=n, n_features=d, centers=k, random_state=0)
+    parts = np.array_split(X, owners)
+    compiled = seeding._compiled
+
+    def ours(seed: int, seeding_compiled: bool = True) -> object:
+        seeding._compiled = compiled if seeding_compiled else (lambda X, k: False)
+        try:
+            return FederatedKMeans(n_clusters=k, random_state=seed).fit(parts)
+        finally:
+            seeding._compiled = compiled
+
+    def theirs(seed: int) -> object:
+        return KMeans(n_clusters=k, n_init=1, random_state=seed).fit(X)
+
+    def inertia(model) -> float:
+        centres = np.asarray(model.cluster_centers_, dtype=np.float64)
+        return sum(float(((part[:, None, :] - centres[None]) ** 2).sum(-1).min(1).sum())
+                   for part in np.array_split(X, 100))
+
+    ours(0), ours(0, False), theirs(0)  # warm: numba's kernels loaded, scikit-learn's imports
+    cpu: dict[str, list[float]] = {"ours": [], "array": [], "theirs": []}
+    inertias = []
+    for seed in range(1, args.repeats + 1):
+        models = {}
+        for name, run in (("ours", lambda: ours(seed)), ("array", lambda: ours(seed, False)),
+                          ("theirs", lambda: theirs(seed))):
+            cpu[name].append(timed(lambda: models.__setitem__(name, run()))[1])
+        inertias.append(inertia(models["ours"]) / inertia(models["theirs"]))
+    ratio = np.array(cpu["ours"]) / np.array(cpu["theirs"])
+    before = np.array(cpu["array"]) / np.array(cpu["theirs"])
+    print(f"# fit: FederatedKMeans.fit ({owners} parts) / KMeans(n_init=1) pooled, "
+          f"({n}, {d}, {k}), CPU s, {machine()}, load {os.getloadavg()[0]:.1f}")
+    print(f"fit cpu ratio {spread(ratio)} (min {ratio.min():.2f}); with array seeding "
+          f"{spread(before)} (min {before.min():.2f}); medians: ours "
+          f"{np.median(cpu['ours']):.2f} s, array seeding {np.median(cpu['array']):.2f} s, "
+          f"scikit-learn {np.median(cpu['theirs']):.2f} s; inertia ratio {spread(inertias)}", flush=True)
+
+
+# ---------------------------------------------------------------------------
 # simulation: Flower's Ray simulation at 100 and 1000 clients
 # ---------------------------------------------------------------------------
 
@@ -856,7 +915,7 @@ def inprocess(args: argparse.Namespace) -> None:
 
 
 SECTIONS = {"cpu": cpu, "kernel": kernel, "crossover": crossover, "spin": spin, "memory": memory, "gpu": gpu, "rounds": rounds, "polling": polling,
-            "simulation": simulation, "inprocess": inprocess}
+            "fit": fit, "simulation": simulation, "inprocess": inprocess}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
