@@ -14,6 +14,7 @@ noisy: a line reads ``median [25th-75th percentile] over N repeats``.
     python benchmarks/perf.py polling      # deployed round vs a bare Flower app (loopback)
     python benchmarks/perf.py fit          # FederatedKMeans.fit vs KMeans(n_init=1) pooled
     python benchmarks/perf.py simulation   # Ray simulation: 100 clients x 50 rounds, 1000 clients
+    python benchmarks/perf.py scale        # Ray simulation: 10,000 clients x 5 rounds, CPU, memory
     python benchmarks/perf.py inprocess    # in-process grid memory per client, 100 vs 1000
     python benchmarks/perf.py all
 
@@ -849,6 +850,81 @@ def simulation(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------
+# scale: 10,000 simulated clients x 5 rounds under Ray
+# ---------------------------------------------------------------------------
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and its descendants, from /proc's parent ids."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
+def scale(args: argparse.Namespace) -> None:
+    """Wall time, CPU and memory of ``fedcluster simulate`` with 10,000 clients x 5 rounds.
+
+    Blobs of 200,000 rows (20 a client), k = 5, tol 0. CPU and memory of all
+    the command's processes (Ray's and its actors included) are sampled from
+    /proc every 2 s: each process's last CPU time seen, and the largest sum
+    of resident memory; the command's own process from ``getrusage``.
+    """
+    import resource
+    import tempfile
+
+    clients, rows = (1000, 20_000) if args.quick else (10_000, 200_000)
+    command = [str(Path(sys.executable).parent / "fedcluster"), "simulate", "--dataset", "blobs",
+               "--blobs-samples", str(rows), "--k", "5", "--clients", str(clients),
+               "--rounds", "5", "--tol", "0"]
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+           "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "UV_OFFLINE": "1"}
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu: dict[int, float] = {}
+    peak = 0
+    with tempfile.TemporaryDirectory(prefix="fedcluster-perf-") as tmp:
+        start = time.perf_counter()
+        process = subprocess.Popen([*command, "--out", tmp], env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        seen: set[int] = set()
+        while process.poll() is None:
+            resident = 0
+            for pid in set(_process_tree(process.pid)) | seen:
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+                resident += pages * os.sysconf("SC_PAGE_SIZE")
+                seen.add(pid)
+            peak = max(peak, resident)
+            time.sleep(2)
+        wall = time.perf_counter() - start
+        output = process.stdout.read()
+    if process.returncode != 0:
+        raise RuntimeError(f"simulate failed:\n{output[-2000:]}")
+    own = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rounds = output.count("clients " + f"{clients}/{clients}")
+    print(f"# scale: {' '.join(command[1:])}; load {os.getloadavg()[0]:.1f}")
+    print(f"scale {clients} clients: wall {wall:.0f} s, rounds with every client {rounds}/5; "
+          f"CPU all processes {sum(cpu.values()):.0f} s (sampled), the command "
+          f"{own.ru_utime + own.ru_stime:.0f} s; peak memory all processes "
+          f"{peak / 2**20:.0f} MiB (sampled), the command {own.ru_maxrss / 1024:.0f} MiB",
+          flush=True)
+
+
+# ---------------------------------------------------------------------------
 # inprocess: memory of the in-memory federation per client
 # ---------------------------------------------------------------------------
 
@@ -915,7 +991,7 @@ def inprocess(args: argparse.Namespace) -> None:
 
 
 SECTIONS = {"cpu": cpu, "kernel": kernel, "crossover": crossover, "spin": spin, "memory": memory, "gpu": gpu, "rounds": rounds, "polling": polling,
-            "fit": fit, "simulation": simulation, "inprocess": inprocess}
+            "fit": fit, "simulation": simulation, "scale": scale, "inprocess": inprocess}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
