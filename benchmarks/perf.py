@@ -12,7 +12,9 @@ noisy: a line reads ``median [25th-75th percentile] over N repeats``.
     python benchmarks/perf.py gpu          # CuPy step vs reading X once, and vs the CPU
     python benchmarks/perf.py rounds       # rounds to converge and score per method and start
     python benchmarks/perf.py polling      # deployed round vs a bare Flower app (loopback)
+    python benchmarks/perf.py fit          # FederatedKMeans.fit vs KMeans(n_init=1) pooled
     python benchmarks/perf.py simulation   # Ray simulation: 100 clients x 50 rounds, 1000 clients
+    python benchmarks/perf.py scale        # Ray simulation: 10,000 clients x 5 rounds, CPU, memory
     python benchmarks/perf.py inprocess    # in-process grid memory per client, 100 vs 1000
     python benchmarks/perf.py all
 
@@ -779,6 +781,64 @@ def polling(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------
+# fit: the library's whole fit against scikit-learn's on the pooled rows
+# ---------------------------------------------------------------------------
+
+def fit(args: argparse.Namespace) -> None:
+    """CPU time of ``FederatedKMeans.fit`` over 10 parts against ``KMeans(n_init=1)`` pooled.
+
+    Issue 29's size (1e6 x 16, k = 16, 10 equal parts of 16 blobs), warm (one
+    untimed fit of each first), interleaved: in each repeat the fit, the same
+    fit with k-means++ seeding by array operations (its form before the
+    compiled kernels), and scikit-learn's. All on all cores (numba's and
+    scikit-learn's OpenMP threads); CPU time of the process over its threads.
+    """
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_blobs
+
+    from fedcluster import FederatedKMeans
+    from fedcluster.numerics import seeding
+
+    n, d, k, owners = (100_000, 16, 16, 10) if args.quick else (1_000_000, 16, 16, 10)
+    X, _ = make_blobs(n_samples=n, n_features=d, centers=k, random_state=0)
+    parts = np.array_split(X, owners)
+    compiled = seeding._compiled
+
+    def ours(seed: int, seeding_compiled: bool = True) -> object:
+        seeding._compiled = compiled if seeding_compiled else (lambda X, k: False)
+        try:
+            return FederatedKMeans(n_clusters=k, random_state=seed).fit(parts)
+        finally:
+            seeding._compiled = compiled
+
+    def theirs(seed: int) -> object:
+        return KMeans(n_clusters=k, n_init=1, random_state=seed).fit(X)
+
+    def inertia(model) -> float:
+        centres = np.asarray(model.cluster_centers_, dtype=np.float64)
+        return sum(float(((part[:, None, :] - centres[None]) ** 2).sum(-1).min(1).sum())
+                   for part in np.array_split(X, 100))
+
+    ours(0), ours(0, False), theirs(0)  # warm: numba's kernels loaded, scikit-learn's imports
+    cpu: dict[str, list[float]] = {"ours": [], "array": [], "theirs": []}
+    inertias = []
+    for seed in range(1, args.repeats + 1):
+        models = {}
+        for name, run in (("ours", lambda: ours(seed)), ("array", lambda: ours(seed, False)),
+                          ("theirs", lambda: theirs(seed))):
+            cpu[name].append(timed(lambda: models.__setitem__(name, run()))[1])
+        inertias.append(inertia(models["ours"]) / inertia(models["theirs"]))
+    ratio = np.array(cpu["ours"]) / np.array(cpu["theirs"])
+    before = np.array(cpu["array"]) / np.array(cpu["theirs"])
+    print(f"# fit: FederatedKMeans.fit ({owners} parts) / KMeans(n_init=1) pooled, "
+          f"({n}, {d}, {k}), CPU s, {machine()}, load {os.getloadavg()[0]:.1f}")
+    print(f"fit cpu ratio {spread(ratio)} (min {ratio.min():.2f}); with array seeding "
+          f"{spread(before)} (min {before.min():.2f}); medians: ours "
+          f"{np.median(cpu['ours']):.2f} s, array seeding {np.median(cpu['array']):.2f} s, "
+          f"scikit-learn {np.median(cpu['theirs']):.2f} s; inertia ratio {spread(inertias)}", flush=True)
+
+
+# ---------------------------------------------------------------------------
 # simulation: Flower's Ray simulation at 100 and 1000 clients
 # ---------------------------------------------------------------------------
 
@@ -811,6 +871,81 @@ def simulation(args: argparse.Namespace) -> None:
         if budget:
             line += f", ratio to the {budget:.0f} s budget {wall / budget:.2f}"
         print(line, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# scale: 10,000 simulated clients x 5 rounds under Ray
+# ---------------------------------------------------------------------------
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and its descendants, from /proc's parent ids."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
+def scale(args: argparse.Namespace) -> None:
+    """Wall time, CPU and memory of ``fedcluster simulate`` with 10,000 clients x 5 rounds.
+
+    Blobs of 200,000 rows (20 a client), k = 5, tol 0. CPU and memory of all
+    the command's processes (Ray's and its actors included) are sampled from
+    /proc every 2 s: each process's last CPU time seen, and the largest sum
+    of resident memory; the command's own process from ``getrusage``.
+    """
+    import resource
+    import tempfile
+
+    clients, rows = (1000, 20_000) if args.quick else (10_000, 200_000)
+    command = [str(Path(sys.executable).parent / "fedcluster"), "simulate", "--dataset", "blobs",
+               "--blobs-samples", str(rows), "--k", "5", "--clients", str(clients),
+               "--rounds", "5", "--tol", "0"]
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+           "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "UV_OFFLINE": "1"}
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu: dict[int, float] = {}
+    peak = 0
+    with tempfile.TemporaryDirectory(prefix="fedcluster-perf-") as tmp:
+        start = time.perf_counter()
+        process = subprocess.Popen([*command, "--out", tmp], env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        seen: set[int] = set()
+        while process.poll() is None:
+            resident = 0
+            for pid in set(_process_tree(process.pid)) | seen:
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+                resident += pages * os.sysconf("SC_PAGE_SIZE")
+                seen.add(pid)
+            peak = max(peak, resident)
+            time.sleep(2)
+        wall = time.perf_counter() - start
+        output = process.stdout.read()
+    if process.returncode != 0:
+        raise RuntimeError(f"simulate failed:\n{output[-2000:]}")
+    own = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rounds = output.count("clients " + f"{clients}/{clients}")
+    print(f"# scale: {' '.join(command[1:])}; load {os.getloadavg()[0]:.1f}")
+    print(f"scale {clients} clients: wall {wall:.0f} s, rounds with every client {rounds}/5; "
+          f"CPU all processes {sum(cpu.values()):.0f} s (sampled), the command "
+          f"{own.ru_utime + own.ru_stime:.0f} s; peak memory all processes "
+          f"{peak / 2**20:.0f} MiB (sampled), the command {own.ru_maxrss / 1024:.0f} MiB",
+          flush=True)
 
 
 # ---------------------------------------------------------------------------
@@ -880,7 +1015,7 @@ def inprocess(args: argparse.Namespace) -> None:
 
 
 SECTIONS = {"cpu": cpu, "kernel": kernel, "crossover": crossover, "spin": spin, "memory": memory, "gpu": gpu, "rounds": rounds, "polling": polling,
-            "simulation": simulation, "inprocess": inprocess}
+            "fit": fit, "simulation": simulation, "scale": scale, "inprocess": inprocess}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

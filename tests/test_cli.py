@@ -532,3 +532,59 @@ def test_ray_gets_no_more_cores_than_the_clients_need(monkeypatch):
     assert _ray_init_args(3, 2.0, verbose=True) == {"num_cpus": 6}
     assert "num_cpus" not in _ray_init_args(16, 1.0, verbose=False)
     assert "num_cpus" not in _ray_init_args(1000, 1.0, verbose=False)
+
+
+def test_a_simulation_hands_out_each_nodes_next_message_as_flower_does(monkeypatch):
+    """Flower's sweep asks its in-memory link state for every node's next message, one scan of
+    all stored messages per node; fedcluster's one scan per sweep gives the same messages."""
+    from flwr.app import RecordDict
+    from flwr.common import ConfigRecord, Message
+    from flwr.server.superlink.fleet.vce.vce_api import _register_nodes
+    from flwr.server.superlink.linkstate import LinkStateFactory
+    from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME
+    from flwr.supercore.object_store import ObjectStoreFactory
+    from flwr.superlink.federation import NoOpFederationManager
+    from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+    from flwr.proto.task_pb2 import Task
+    from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.constant import NOOP_FEDERATION_ID
+    from flwr.supercore.run import Run
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from fedcluster.simulation import undelivered_once_per_node
+
+    # Flower's simulation sets the identity of its run's task as these do.
+    for name, value in (("_task_id", 1), ("_run_id", 7), ("_node_id", SUPERLINK_NODE_ID)):
+        monkeypatch.setattr(TaskIdentity, name, value)
+
+    def state_with_messages():
+        """6 nodes: node i is sent i % 3 messages, tagged in push order."""
+        factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(),
+                                   ObjectStoreFactory())
+        mapping = _register_nodes(6, factory)
+        state = factory.state()
+        run = Run.create_empty(run_id=7)
+        run.primary_task_id = 8
+        run.federation_id = NOOP_FEDERATION_ID
+        state.run_ids[run.run_id] = RunRecord(run=run)  # as Flower's simulation registers its run
+        state.task_store[8] = Task(task_id=8, run_id=run.run_id)
+        grid = InMemoryGrid(state_factory=factory)
+        grid.set_run(run)
+        partition = {node: i for node, i in mapping.items()}
+        sent = [(node, copy) for copy in range(2) for node in mapping if partition[node] % 3 > copy]
+        grid.push_messages([Message(RecordDict({"c": ConfigRecord({"tag": n})}), node, "query")
+                            for n, (node, _) in enumerate(sent)])
+        return state, mapping
+
+    def handed_out(messages, mapping):
+        return sorted((mapping[m.metadata.dst_node_id], m.content["c"]["tag"]) for m in messages)
+
+    ours, theirs = state_with_messages(), state_with_messages()
+    for sweep in range(3):
+        got = undelivered_once_per_node(*ours)
+        state, mapping = theirs
+        flowers = [m for node in mapping for m in state.get_message_ins(node_id=node, limit=1)]
+        assert handed_out(got, ours[1]) == handed_out(flowers, mapping)
+        assert all(m.metadata.delivered_at for m in got)
+        assert len(got) == [4, 2, 0][sweep]  # nodes 1, 2, 4, 5; then the second of 2 and 5; none

@@ -104,6 +104,33 @@ def test_kmeans_plusplus_requires_a_generator():
         kmeans_plusplus(np.eye(3), 2, rng=0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kmeans_plusplus_compiled_passes_make_the_array_passes_draws(monkeypatch, dtype):
+    """The compiled kernels (large NumPy data) choose the same centroids from the same draws as
+    the array operations, with weights (zeros among them), duplicated rows and a large offset."""
+    from fedcluster.numerics import seeding
+
+    rng = np.random.default_rng(3)
+    centres = rng.uniform(-50, 50, size=(40, 8))
+    X = (5e5 + centres[rng.integers(40, size=20_000)] + rng.normal(size=(20_000, 8)))
+    X[::7] = X[1]  # a row held many times over
+    X = X.astype(dtype)
+    weights = rng.uniform(0.5, 2.0, size=len(X))
+    weights[rng.random(len(X)) < 0.2] = 0.0
+    k = 32
+    assert seeding._compiled(X, k)
+    compiled = [kmeans_plusplus(X, k, rng=np.random.default_rng(seed), sample_weight=weights)
+                for seed in range(3)]
+    monkeypatch.setattr(seeding, "_compiled", lambda X, k: False)
+    arrays = [kmeans_plusplus(X, k, rng=np.random.default_rng(seed), sample_weight=weights)
+              for seed in range(3)]
+    for ours, reference in zip(compiled, arrays):
+        np.testing.assert_array_equal(ours, reference)
+        holders = (X[:, None, :] == ours[None].astype(dtype)).all(axis=2)  # (rows, centroids)
+        assert (np.where(holders, weights[:, None], 0.0).max(axis=0) > 0).all()
+    assert not np.array_equal(compiled[0], compiled[1])
+
+
 def test_random_in_box_stays_inside_and_is_reproducible():
     low, high = np.array([-1.0, 10.0, 5.0]), np.array([1.0, 20.0, 5.0])
     centers = random_in_box(low, high, 500, rng=np.random.default_rng(0))

@@ -40,8 +40,9 @@ def clock(monkeypatch):
 class ScriptedGrid:
     """A grid whose reply to message ``i`` appears ``delays[i]`` seconds (of ``clock``) after the push."""
 
-    def __init__(self, clock, delays, refused=()):
+    def __init__(self, clock, delays, refused=(), pull_seconds=0.0):
         self.clock = clock
+        self.pull_seconds = pull_seconds
         self.delays = delays
         self.refused = set(refused)
         self.pulls = 0
@@ -54,6 +55,7 @@ class ScriptedGrid:
 
     def pull_messages(self, message_ids):
         self.pulls += 1
+        self.clock.now += self.pull_seconds
         now = self.clock.monotonic() - self.pushed_at
         ready = [i for i in message_ids if self.delays[int(i)] <= now]
         self.delays = {**self.delays, **{int(i): float("inf") for i in ready}}  # pulled once
@@ -95,6 +97,17 @@ def test_pull_rate_is_bounded(clock):
     # Each empty pull doubles the pause, up to the longest, and no pause is longer.
     sleeps = clock.sleeps
     assert sleeps[0] <= 2 * 0.01 and all(b == min(2 * a, 0.25) for a, b in zip(sleeps, sleeps[1:]))
+
+
+def test_a_long_pull_is_followed_by_a_longer_pause(clock):
+    """A pull of 10,000 awaited replies holds a simulation's link state (and its clients) for a
+    while: the grid pulls at most a fifth of its time, even while replies keep coming."""
+    scripted = ScriptedGrid(clock, {i: 0.1 * i for i in range(40)}, pull_seconds=0.5)
+    replies = PromptGrid(scripted, first_pause=0.01, longest_pause=0.25).send_and_receive(
+        [None] * 40, timeout=60)
+    assert len(replies) == 40
+    assert clock.sleeps and min(clock.sleeps) >= 4 * 0.5
+    assert scripted.pulls * 0.5 <= clock.now / 5 + 0.5
 
 
 def test_refused_messages_are_not_waited_for(clock):

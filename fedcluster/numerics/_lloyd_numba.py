@@ -1,4 +1,4 @@
-"""Fused CPU kernel of one Lloyd pass: assignment, per-cluster sums, counts, inertia.
+"""Fused CPU kernels: a Lloyd pass (assignment, sums, counts, inertia), k-means++'s passes.
 
 Why numba: NumPy cannot fuse the steps. Its best form of the pass (a BLAS
 product per block, argmin, exact-difference distances, bincount sums, a
@@ -78,6 +78,7 @@ from numba import njit, prange
 from numba.core import event
 
 __all__ = ["FEATURE_LANES", "PRODUCT", "PRODUCT_TILE", "ROW_LANES", "TILE", "lloyd_pass",
+           "plusplus_nearer", "plusplus_potentials",
            "score_loop", "use_row_lanes"]
 
 # Reordering of sums and fused multiply-add only: NaN and infinity must propagate.
@@ -492,3 +493,46 @@ def lloyd_pass(X, scaled, c_sq, centroids, weights, block, loop, with_inertia,
                sums, counts, inertia, labels, sqdist)
 
 
+
+
+# ---------------------------------------------------------------------------
+# k-means++ seeding (:func:`fedcluster.numerics.seeding.kmeans_plusplus`)
+# ---------------------------------------------------------------------------
+# The seeding's random draws stay on the host (the same draws as its NumPy
+# form); these two passes are its arithmetic, with squared distances from exact
+# differences in float64. They run on the calling thread: a pass is about a
+# millisecond's work on a client's 100,000 x 16 rows (0.63 ms measured), and
+# waking numba's threads for it cost 24 ms of wall time (4.6 ms of CPU) on the
+# 2-core machine under load average 5.
+
+
+@_jit()
+def plusplus_potentials(X, candidates, closest, weights, potentials):
+    """Add ``sum(weights * min(||x - c_t||^2, closest))`` over `X`'s rows to ``potentials[t]``.
+
+    Parameters
+    ----------
+    X : C-contiguous float32 or float64 array (n, d)
+    candidates : float64 (t, d)
+    closest : float64 (n,), each row's squared distance to its nearest chosen centroid
+    weights : float64 (n,)
+    potentials : float64 (t,)
+    """
+    for i in range(X.shape[0]):
+        for t in range(candidates.shape[0]):
+            total = 0.0
+            for j in range(X.shape[1]):
+                diff = np.float64(X[i, j]) - candidates[t, j]
+                total += diff * diff
+            potentials[t] += weights[i] * min(total, closest[i])
+
+
+@_jit()
+def plusplus_nearer(X, centroid, closest):
+    """Lower ``closest`` to each row's squared distance to `centroid` (float64 (d,)) if nearer."""
+    for i in range(X.shape[0]):
+        total = 0.0
+        for j in range(X.shape[1]):
+            diff = np.float64(X[i, j]) - centroid[j]
+            total += diff * diff
+        closest[i] = min(total, closest[i])

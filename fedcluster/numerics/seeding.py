@@ -16,7 +16,7 @@ import numpy as np
 from ._validation import check_all_finite, check_data, check_positive_int, check_sample_weight
 from .backend import namespace_of, one_blas_thread, to_numpy
 from .distance import expanded_sq_distances, row_blocks, row_sq_norms
-from .lloyd import DEFAULT_CHUNK_SIZE
+from .lloyd import DEFAULT_CHUNK_SIZE, KERNEL_MIN_WORK
 
 __all__ = ["kmeans_plusplus", "random_in_box"]
 
@@ -118,31 +118,94 @@ def kmeans_plusplus(
 
     centers = xp.empty((k, X.shape[1]), dtype=xp.float64)
     centers[0] = X[int(_draw(rng, host_weights, 1)[0])]
-    origin = centers[0].copy()
-    x_sq = xp.concatenate([row_sq_norms(X[rows].astype(xp.float64, copy=False) - origin)
-                           for rows in row_blocks(X.shape[0], chunk_size)])
-    # The origin is the first centroid, so x_sq already is D(x)^2, exactly.
-    closest = x_sq.copy()
-    # The host's BLAS on one thread: these products are small (a chunk by a
-    # few candidates), where its threads only wait for each other, and would
-    # then spin through the Lloyd passes that follow (``one_blas_thread``).
-    # OpenBLAS splits a product's rows, not its sums, between threads: the
-    # same result.
+    passes = (_CompiledPasses(X, centers[0], weights) if _compiled(X, k)
+              else _ArrayPasses(X, centers[0], weights, chunk_size))
+    # The host's BLAS on one thread: the array passes' products are small (a
+    # chunk by a few candidates), where its threads only wait for each other,
+    # and would then spin through the Lloyd passes that follow
+    # (``one_blas_thread``). OpenBLAS splits a product's rows, not its sums,
+    # between threads: the same result.
     with one_blas_thread if xp is np else contextlib.nullcontext():
         for c in range(1, k):
-            probs = to_numpy(weights * closest)
+            probs = to_numpy(weights * passes.closest)
             # All potential is zero only when every weighted sample coincides with a
             # chosen centroid; drawing by weight alone still avoids zero weights.
             candidate_ids = _draw(rng, probs if probs.any() else host_weights, n_local_trials)
             candidates = X[xp.asarray(candidate_ids)].astype(xp.float64)
-            potentials = xp.zeros(n_local_trials, dtype=xp.float64)
-            for rows, dist in _sq_distances(X, origin, x_sq, candidates, chunk_size):
-                potentials += weights[rows] @ xp.minimum(dist, closest[rows, None])
-            best = candidates[int(xp.argmin(potentials))]
+            best = candidates[int(xp.argmin(passes.potentials(candidates)))]
             centers[c] = best
-            for rows, dist in _sq_distances(X, origin, x_sq, best[None, :], chunk_size):
-                closest[rows] = xp.minimum(closest[rows], dist[:, 0])
+            passes.take(best)
     return centers
+
+
+def _compiled(X: Any, k: int) -> bool:
+    """Whether the seeding's passes run in the compiled kernels (else in array operations).
+
+    As for a Lloyd pass (:data:`~fedcluster.numerics.lloyd.KERNEL_MIN_WORK`):
+    NumPy rows in one block of memory, and enough work to be worth loading numba.
+    """
+    return (namespace_of(X) is np and X.flags.c_contiguous
+            and X.shape[0] * X.shape[1] * k >= KERNEL_MIN_WORK)
+
+
+class _ArrayPasses:
+    """The seeding's distances by array operations, chunk by chunk (NumPy or CuPy).
+
+    ``closest`` holds each row's squared distance to its nearest chosen
+    centroid; :meth:`potentials` gives each candidate's weighted potential,
+    :meth:`take` lowers ``closest`` to a new centroid's distances.
+    """
+
+    def __init__(self, X: Any, first: Any, weights: Any, chunk_size: int) -> None:
+        xp = namespace_of(X)
+        self.X, self.weights, self.chunk_size = X, weights, chunk_size
+        self.origin = first.copy()
+        self.x_sq = xp.concatenate([row_sq_norms(X[rows].astype(xp.float64, copy=False)
+                                                 - self.origin)
+                                    for rows in row_blocks(X.shape[0], chunk_size)])
+        # The origin is the first centroid, so x_sq already is D(x)^2, exactly.
+        self.closest = self.x_sq.copy()
+
+    def potentials(self, candidates: Any) -> Any:
+        xp = namespace_of(self.X)
+        potentials = xp.zeros(candidates.shape[0], dtype=xp.float64)
+        for rows, dist in _sq_distances(self.X, self.origin, self.x_sq, candidates,
+                                        self.chunk_size):
+            potentials += self.weights[rows] @ xp.minimum(dist, self.closest[rows, None])
+        return potentials
+
+    def take(self, centroid: Any) -> None:
+        xp = namespace_of(self.X)
+        for rows, dist in _sq_distances(self.X, self.origin, self.x_sq, centroid[None, :],
+                                        self.chunk_size):
+            self.closest[rows] = xp.minimum(self.closest[rows], dist[:, 0])
+
+
+class _CompiledPasses:
+    """The seeding's distances in numba's kernels (:mod:`._lloyd_numba`), on the calling thread.
+
+    The same interface as :class:`_ArrayPasses`, the distances from exact
+    differences: the potentials differ from the array passes' by rounding
+    only, so the draws and choices are the same but on a near-tie.
+    """
+
+    def __init__(self, X: np.ndarray, first: np.ndarray, weights: np.ndarray) -> None:
+        from . import _lloyd_numba as kernel
+
+        self.kernel = kernel
+        self.X, self.weights = X, np.ascontiguousarray(weights)
+        self.closest = np.full(X.shape[0], np.inf)
+        self.take(first)
+
+    def potentials(self, candidates: np.ndarray) -> np.ndarray:
+        potentials = np.zeros(candidates.shape[0])
+        self.kernel.plusplus_potentials(self.X, np.ascontiguousarray(candidates), self.closest,
+                                        self.weights, potentials)
+        return potentials
+
+    def take(self, centroid: np.ndarray) -> None:
+        self.kernel.plusplus_nearer(self.X, np.ascontiguousarray(centroid, dtype=np.float64),
+                                    self.closest)
 
 
 def random_in_box(low: Any, high: Any, k: int, *, rng: np.random.Generator) -> Any:

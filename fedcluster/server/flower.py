@@ -84,8 +84,10 @@ class PromptGrid(Grid):
     `first_pause` and double up to `longest_pause` while nothing new comes
     (back to `first_pause` when a reply comes): at most ``1 / longest_pause``
     pull requests a second to the SuperLink, about what one more SuperNode
-    costs it. It stops when every pushed message has its reply or `timeout`
-    has passed, like Flower's. Everything else is the wrapped grid's.
+    costs it. A pull that itself takes long (10,000 replies awaited in a
+    simulation) is followed by a pause of at least four times its length. It
+    stops when every pushed message has its reply or `timeout` has passed,
+    like Flower's. Everything else is the wrapped grid's.
     """
 
     def __init__(self, grid: Grid, *, first_pause: float = 0.01, longest_pause: float = 0.25
@@ -126,10 +128,14 @@ class PromptGrid(Grid):
         pause = self.first_pause
         replies: list[Message] = []
         while waiting:
+            started = time.monotonic()
             pulled = list(self.grid.pull_messages(list(waiting)))
             replies.extend(pulled)
             waiting -= {m.metadata.reply_to_message_id for m in pulled}
             pause = self.first_pause if pulled else min(2 * pause, self.longest_pause)
+            # A pull checks every waiting message under the link state's lock (a
+            # simulation's clients wait on it too): at most a fifth of the time pulling.
+            pause = max(pause, 4 * (time.monotonic() - started))
             left = math.inf if deadline is None else deadline - time.monotonic()
             if not waiting or left <= 0:
                 break
