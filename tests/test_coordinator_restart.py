@@ -57,7 +57,9 @@ def test_killed_superlink_resumes_to_the_uninterrupted_result(tmp_path):
     files = write_partitions(data.X, parts, tmp_path / "parts")
     cut = tmp_path / "cut"
     with LocalDeployment(tmp_path / "processes", [f'data-path="{f}"' for f in files]) as deployment:
-        follow = deployment.start_submit("-c", run_config(**{"out-dir": str(cut)}))
+        # Polled every 0.5 s (default 3): five failed reads in a row say the SuperLink is lost.
+        follow = deployment.start_submit("--poll", "0.5",
+                                         "-c", run_config(**{"out-dir": str(cut)}))
         at_kill = wait_for_round(cut, 2, follow, deployment)
         group = deployment.kill_superlink()
         out, err = follow.communicate(timeout=180)
