@@ -87,3 +87,22 @@ def flwr_log():
     yield records
     logger.removeHandler(handler)
     logger.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def s1_cli_simulation(tmp_path_factory):
+    """``fedcluster simulate --dataset s1 --clients 10 --split iid --k 15`` (Flower's Ray
+    simulation) run once as a fresh process: its completed process and its output folder.
+
+    tests/test_cli.py checks its model against S1's true centres, tests/test_estimator.py
+    against the library's in memory: one Ray run serves both.
+    """
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("s1-cli") / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "fedcluster.cli", "simulate", "--dataset", "s1", "--clients", "10",
+         "--split", "iid", "--k", "15", "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    return done, out

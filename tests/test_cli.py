@@ -98,13 +98,8 @@ def test_image_data_sets_give_deepfeca_their_image_shape():
 
 
 @pytest.mark.slow
-def test_simulate_on_s1_reaches_the_level_of_centralized_kmeans(tmp_path, s1_centres):
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "fedcluster.cli", "simulate", "--dataset", "s1", "--clients", "10",
-         "--split", "iid", "--k", "15", "--out", str(out)],
-        capture_output=True, text=True, timeout=600,
-    )
+def test_simulate_on_s1_reaches_the_level_of_centralized_kmeans(s1_cli_simulation, s1_centres):
+    done, out = s1_cli_simulation
     assert done.returncode == 0, done.stdout + done.stderr
     result = read_model(out / "model.pb")
     distance = centre_distance(result.centroids, s1_centres)

@@ -1,15 +1,17 @@
 """The coordinator dies mid-run: a loopback deployment whose SuperLink is SIGKILLed after round 2.
 
 One SuperLink (with its ``--database``) and three SuperNodes run DWF for 4
-rounds twice: once uninterrupted, once with the SuperLink killed (SIGKILL, as
-a crash) as soon as the ServerApp's checkpoint says round 2 is done. Then:
+rounds with the SuperLink killed (SIGKILL, as a crash) as soon as the
+ServerApp's checkpoint says round 2 is done. Then:
 ``fedcluster submit`` of the interrupted run fails loudly, nothing of the
 SuperLink's process group (its SuperExec, the ``flwr-serverapp`` process)
 outlives it, the SuperNodes wait for the SuperLink instead of exiting, and
 once it is started again on the same database, ``fedcluster submit --resume``,
 submitted at once, waits for the SuperNodes to reconnect (by Flower's retries,
 under the ids they had) and finishes the run with the uninterrupted run's
-centroids, bit for bit, and the same rounds and participants.
+centroids, bit for bit, and the same rounds and participants. The
+uninterrupted run is the in-process one of the same partition files under the
+SuperNodes' ids (harness.inprocess.run_on_files), which is the deployment's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.server.artifacts import read_model
 from fedcluster.server.checkpoint import CHECKPOINT_FILE, read_checkpoint
+from harness.inprocess import run_on_files
 from harness.localdeploy import LocalDeployment, group_members
 
 pytestmark = pytest.mark.slow
@@ -52,12 +55,11 @@ def test_killed_superlink_resumes_to_the_uninterrupted_result(tmp_path):
     data = load_dataset("s1")
     parts = partition_indices(len(data.X), 3, "dirichlet:0.5", labels=data.labels, seed=4)
     files = write_partitions(data.X, parts, tmp_path / "parts")
-    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    cut = tmp_path / "cut"
     with LocalDeployment(tmp_path / "processes", [f'data-path="{f}"' for f in files]) as deployment:
-        done = deployment.submit("-c", run_config(**{"out-dir": str(whole)}), timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
-
-        follow = deployment.start_submit("-c", run_config(**{"out-dir": str(cut)}))
+        # Polled every 0.5 s (default 3): five failed reads in a row say the SuperLink is lost.
+        follow = deployment.start_submit("--poll", "0.5",
+                                         "-c", run_config(**{"out-dir": str(cut)}))
         at_kill = wait_for_round(cut, 2, follow, deployment)
         group = deployment.kill_superlink()
         out, err = follow.communicate(timeout=180)
@@ -83,8 +85,9 @@ def test_killed_superlink_resumes_to_the_uninterrupted_result(tmp_path):
         assert f"resuming at restart 0, after round {before.round}" in done.stdout, done.stdout
         assert "resume: all 3 clients of the interrupted run answer" in done.stdout, done.stdout
         print(*(line for line in done.stdout.splitlines() if "resum" in line), sep="\n")
+        nodes = deployment.node_ids()
 
-    reference, resumed = read_model(whole / "model.pb"), read_model(cut / "model.pb")
+    reference, resumed = run_on_files(SETTINGS, files, nodes), read_model(cut / "model.pb")
     # First who took part: a round that lost a client explains any other difference.
     assert [(r.phase, r.round, r.participants, r.clients_answered) for r in resumed.history] == \
         [(r.phase, r.round, r.participants, r.clients_answered) for r in reference.history]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -108,16 +106,14 @@ def test_every_method_fits_in_memory(s1_parts, algorithm):
 
 
 @pytest.mark.slow
-def test_equals_fedcluster_simulate_bit_for_bit(s1_parts, tmp_path):
-    """The issue's acceptance: the library in memory == the CLI's Flower simulation."""
+def test_equals_fedcluster_simulate_bit_for_bit(s1_parts, s1_cli_simulation):
+    """The issue's acceptance: the library in memory == the CLI's Flower simulation
+    (``fedcluster simulate --dataset s1 --clients 10 --split iid --k 15``)."""
     _, parts = s1_parts
     model = FederatedKMeans(15, algorithm="dwf").fit(parts)
-    done = subprocess.run(
-        [sys.executable, "-m", "fedcluster.cli", "simulate", "--dataset", "s1", "--clients", "10",
-         "--split", "iid", "--k", "15", "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=600)
+    done, out = s1_cli_simulation
     assert done.returncode == 0, done.stderr
-    cli = read_model(tmp_path / "out" / "model.pb")
+    cli = read_model(out / "model.pb")
     np.testing.assert_array_equal(model.cluster_centers_, cli.centroids)
     assert model.result_.score == cli.score and model.n_iter_ == cli.rounds
     np.testing.assert_array_equal([r.score for r in model.history_], [r.score for r in cli.history])

@@ -14,10 +14,10 @@ import sys
 import numpy as np
 import pytest
 
-from fedcluster.config import RunConfig
 from fedcluster.data import load_dataset, partition_indices, write_partitions
 from fedcluster.server.artifacts import read_model
-from fedcluster.simulation import FLOWER_OFFLINE_ENV, simulate
+from fedcluster.simulation import FLOWER_OFFLINE_ENV
+from harness.inprocess import run_on_files
 from harness.localdeploy import BIN, REPO, run_config_text
 from harness.netns_hosts import Hosts, netns_problem
 
@@ -74,11 +74,10 @@ def test_dwf_across_network_hosts(hosts, tmp_path):
     assert peers == {hosts.address(f"node-{i}") for i in (1, 2, 3)}, sockets
 
     deployed = read_model(out / "model.pb")
-    simulated = simulate(RunConfig.from_mapping({**settings, "out-dir": str(tmp_path / "sim")}),
-                         tmp_path / "parts", 3)
-    assert deployed.algorithm == "dwf" and deployed.rounds == simulated.rounds
+    reference = run_on_files(settings, files)
+    assert deployed.algorithm == "dwf" and deployed.rounds == reference.rounds
     assert all(r.clients_answered == 3 for r in deployed.history)
-    np.testing.assert_allclose(deployed.centroids, simulated.centroids, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(deployed.centroids, reference.centroids, rtol=0, atol=1e-9)
 
 
 def test_namespaces_are_removed(tmp_path):

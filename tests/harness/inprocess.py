@@ -23,6 +23,11 @@ from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 from flwr.serverapp import Grid
 
+from fedcluster.client.app import build_client_app
+from fedcluster.config import RunConfig, build_strategy
+from fedcluster.results import RunResult
+from fedcluster.server.flower import FlowerFederation
+
 #: Error code Flower gives the reply of a ClientApp that raised.
 CLIENT_APP_RAISED = 2
 #: Node id of the server side, as Flower numbers the SuperLink.
@@ -56,6 +61,10 @@ class InProcessGrid(Grid):
         Seed of the node ids, which are drawn as Flower draws them (random
         uint64 values), so that code which mishandles real ids fails here too;
         :attr:`node_ids` lists them in the order of ``node_configs``.
+    node_ids : sequence of int, optional
+        The nodes' ids instead, in the order of ``node_configs``: those a
+        deployment's SuperNodes were given, so that a run here orders its
+        clients (by id) as the deployment did.
     """
 
     def __init__(
@@ -65,6 +74,7 @@ class InProcessGrid(Grid):
         run_config: Mapping[str, Any] | None = None,
         *,
         seed: int = 0,
+        node_ids: Sequence[int] | None = None,
     ) -> None:
         self.client_app = client_app
         self._run = Run.create_empty(run_id=1)
@@ -73,7 +83,10 @@ class InProcessGrid(Grid):
         TaskIdentity.task_id = 1
         TaskIdentity.run_id = self._run.run_id
         TaskIdentity.node_id = SERVER_NODE_ID
-        self.node_ids = flower_like_node_ids(len(node_configs), seed)
+        if node_ids is not None and len(set(node_ids)) != len(node_configs):
+            raise ValueError(f"{len(node_configs)} nodes need as many distinct ids: {node_ids}")
+        self.node_ids = list(node_ids) if node_ids is not None \
+            else flower_like_node_ids(len(node_configs), seed)
         self._contexts = {
             node: Context(run_id=1, node_id=node, node_config=dict(cfg), state=RecordDict(),
                           run_config=dict(run_config or {}))
@@ -135,3 +148,20 @@ class InProcessGrid(Grid):
                          ) -> Iterable[Message]:
         """Push and pull at once: every reachable client answers immediately."""
         return self.pull_messages(self.push_messages(messages))
+
+
+def run_on_files(settings: Mapping[str, Any], data_paths: Iterable,
+                 node_ids: Sequence[int] | None = None) -> RunResult:
+    """The run of ``settings`` through the real ClientApp in this process, one node per data file.
+
+    It gives the model of Flower's simulation of the same files
+    (tests/test_inprocess_equals_simulation.py), and so of a deployment of them
+    (tests/test_deployment.py::test_deployment_equals_simulation), in a second
+    instead of a Ray start or a deployment's rounds: the reference that tests of
+    deployments compare with. Other node ids order the clients' sums otherwise
+    (equal to about 1e-9 on S1); with ``node_ids``, a deployment's SuperNodes'
+    ids in the order of ``data_paths``, it is the deployment's run bit for bit.
+    """
+    grid = InProcessGrid(build_client_app(), [{"data-path": str(path)} for path in data_paths],
+                         node_ids=node_ids)
+    return build_strategy(RunConfig.from_mapping(settings)).fit(FlowerFederation(grid))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -200,6 +201,17 @@ class LocalDeployment:
 
     def logs(self) -> str:
         return log_tails(self.workdir)
+
+    def node_ids(self) -> list[int]:
+        """The ids Flower gave the SuperNodes, in their order (each logs its own, once per
+        connection: a SuperNode that reconnects keeps it)."""
+        ids = []
+        for i in range(len(self.node_configs)):
+            text = (self.workdir / f"supernode-{i}.log").read_text(errors="replace")
+            found = set(re.findall(r"SuperNode ID: (\d+)", text))
+            assert len(found) == 1, f"supernode-{i} logged the ids {found}\n{self.logs()}"
+            ids.append(int(found.pop()))
+        return ids
 
     def __exit__(self, *exc) -> None:
         for proc in self.supernodes:
