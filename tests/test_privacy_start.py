@@ -114,19 +114,18 @@ def test_the_coreset_represents_a_cell_by_its_noisy_mean_and_drops_cells_beyond_
                               rng=np.random.default_rng(0)).shape == (0, 2)
 
 
-def test_every_second_cell_point_lies_on_the_sphere_of_the_given_radius():
-    """The rest stay the box's Halton points (the seed fixes both); in 2-D, where the box's
-    points do not lie on a shell, none is moved."""
+def test_the_cell_points_move_onto_the_sphere_of_the_given_radius_in_many_dimensions():
+    """Each of the box's Halton points (the seed fixes them) moves along its ray from the box's
+    centre; in 2-D, where the box's points do not lie on a shell, none is moved."""
     from fedcluster.privacy.start import cell_count, cells
 
     low, high = np.full(50, -1.0), np.full(50, 3.0)
     box = cells(low, high, 8, rng=np.random.default_rng(4))
     moved = cells(low, high, 8, rng=np.random.default_rng(4), radius=1.5)
     assert len(moved) == cell_count(8, 50)
-    np.testing.assert_array_equal(moved[0::2], box[0::2])
-    np.testing.assert_allclose(np.linalg.norm(moved[1::2] - 1.0, axis=1), 1.5)
-    rays = (box[1::2] - 1.0) / np.linalg.norm(box[1::2] - 1.0, axis=1, keepdims=True)
-    np.testing.assert_allclose(moved[1::2], 1.0 + 1.5 * rays)
+    np.testing.assert_allclose(np.linalg.norm(moved - 1.0, axis=1), 1.5)
+    rays = (box - 1.0) / np.linalg.norm(box - 1.0, axis=1, keepdims=True)
+    np.testing.assert_allclose(moved, 1.0 + 1.5 * rays)
     flat = [cells(low[:2], high[:2], 8, rng=np.random.default_rng(4), radius=r) for r in (0, 1.5)]
     np.testing.assert_array_equal(*flat)
 
