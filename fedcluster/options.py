@@ -200,7 +200,7 @@ class RoundOptions(Options):
         the private start (a DP coreset of noisy cell means, 0.2 of the budget) wins on S1
         (1.64 against 2.00 x centralized), ties on G2 (1.05 against 1.04) and wins in 100-D
         (normalised objective 0.56 against 0.58 at k = 16, 0.13 against 0.33 at k = 64), all
-        with 5 rounds; with one round after it, its default now, S1 1.17 x and k = 64 0.049."""
+        with 5 rounds; with one round after it, its default now, S1 1.17 x and k = 64 0.043."""
         if isinstance(data, dict) and "init" not in data and data.get("dp", "off") != "off":
             return {**data, "init": "private"}
         return data

@@ -51,7 +51,7 @@ choices made here:
   data, and a ring of points there cuts clusters in wedges (S1, 2-D, with
   every second point moved: 2.42 x the centralized score against 1.23
   without). Measured (``BENCHMARKS.md``, "Beside Google's"): ``k`` = 64
-  ends at 0.040 normalised after one round (3 seeds; 0.049 with every
+  ends at 0.043 normalised after one round (3 seeds; 0.049 with every
   second point moved), against 0.11 (seed 0) from the box's points alone. Declared bounds come with no
   histogram: their cells are the box's points alone. The number of cells is
   :data:`CELLS_PER_CENTRE` ``k``, at least :data:`CELLS_MIN` and at most
