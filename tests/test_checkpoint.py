@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -491,24 +492,48 @@ def resumed_over(federation, config, out):
     return strategy.fit(federation, resume=resume_point(out, strategy, config.to_flower()))
 
 
-def test_a_resumed_run_waits_for_the_clients_of_the_interrupted_run(s1, tmp_path):
+@pytest.fixture
+def sleeps(monkeypatch):
+    """The seconds the strategies' module sleeps, recorded instead of slept."""
+    from types import SimpleNamespace
+
+    from fedcluster.strategies import base
+
+    slept: list[float] = []
+    monkeypatch.setattr(base, "time", SimpleNamespace(monotonic=time.monotonic,
+                                                      sleep=slept.append))
+    return slept
+
+
+@pytest.mark.parametrize("away", [2, 0])
+def test_a_resumed_run_waits_for_the_clients_of_the_interrupted_run(s1, tmp_path, sleeps, away):
     """A client that answers errors to the first two requests after the restart is waited for:
-    it takes part in every resumed round and the result is the uninterrupted run's."""
+    it takes part in every resumed round and the result is the uninterrupted run's; as it was
+    late, the run goes on no sooner than HEARTBEAT_CATCH_UP_S after its first request (its
+    heartbeat may lag its messages). Where every client answers at once, nothing is waited."""
     from fedcluster.privacy.kinds import DIMENSION
+    from fedcluster.strategies.base import HEARTBEAT_CATCH_UP_S
 
     config = config_of("dwf")
     parts = parts_of(s1)
     whole, writes = run(config, parts, out=tmp_path / "whole")
     with pytest.raises(Interrupted):
         run(config, parts, out=tmp_path / "cut", stop_after=writes.index((0, 3)) + 1)
-    federation = InBackOff(parts, {2: 2})
+    federation = InBackOff(parts, {2: away})
     resumed = resumed_over(federation, config, tmp_path / "cut")
-    assert federation.asked[:3] == [(DIMENSION, (0, 1, 2, 3)), (DIMENSION, (2,)), (DIMENSION, (2,))]
-    assert all(kind != DIMENSION for kind, _ in federation.asked[3:])
+    assert federation.asked[:1 + away] == [(DIMENSION, (0, 1, 2, 3))] + [(DIMENSION, (2,))] * away
+    assert all(kind != DIMENSION for kind, _ in federation.asked[1 + away:])
     assert_same_result(resumed, whole)
+    if away:
+        # A second between the asks, then the rest of the catch-up since the first ask.
+        assert sleeps[:2] == [1.0, 1.0] and len(sleeps) == 3
+        assert HEARTBEAT_CATCH_UP_S - 1 < sleeps[2] <= HEARTBEAT_CATCH_UP_S
+    else:
+        assert sleeps == []
 
 
-def test_over_flower_messages_a_node_the_superlink_answers_for_is_waited_for(s1, tmp_path):
+def test_over_flower_messages_a_node_the_superlink_answers_for_is_waited_for(s1, tmp_path,
+                                                                            sleeps):
     """Flower's own Node Unavailable reply (the SuperLink's, for a lapsed heartbeat) marks the
     node unreachable, a ClientApp's error does not; the resumed run waits for the node."""
     from fedcluster.client.app import build_client_app

@@ -34,7 +34,7 @@ from .progress import Progress, node_map, node_pairs, state_array, state_generat
 
 #: Rejected replies whose reasons a failed run's one-line message names.
 SHOWN_REASONS = 2
-#: Seconds a resumed run waits, after the clients of the interrupted run answered, for their
+#: Seconds after its first request a resumed run whose clients were late waits, for their
 #: heartbeats to be current again (:meth:`FederatedStrategy.await_reconnection`): Flower
 #: 1.39's SuperNode retries a failed heartbeat with an exponential back-off capped at 20 s
 #: (``flwr.supercore.heartbeat.HeartbeatSender``), apart from its message loop.
@@ -179,9 +179,12 @@ class ClusteringStrategy:
         heartbeat, which retries on its own back-off: a node whose last
         heartbeat before the outage ages out in between is listed offline
         until the next one, and a round sent then loses it (seen in about 1
-        of 5 loopback resumes on a loaded machine). So once all have answered
-        the run waits :data:`HEARTBEAT_CATCH_UP_S` more, by which time every
-        answering node has had a heartbeat through.
+        of 5 loopback resumes on a loaded machine). So where a node was late
+        (not answering the first request: in its back-off), the run goes on
+        no sooner than :data:`HEARTBEAT_CATCH_UP_S` after that request, by
+        which time every node back has had a heartbeat through. Where all
+        answer at once (an in-memory federation, a SuperLink that stayed up)
+        nothing more is waited.
         """
         last = history[-1].restart if history else None
         known = sorted({node for record in history if record.restart == last
@@ -189,8 +192,9 @@ class ClusteringStrategy:
         if not set(known) & set(federation.node_ids()):
             return
         deadline = time.monotonic() + self.node_wait_timeout
+        heartbeats_through = time.monotonic() + HEARTBEAT_CATCH_UP_S
         waiting = known
-        told = False
+        late = told = False
         while True:
             listed = set(federation.node_ids())
             ask = [node for node in waiting if node in listed]
@@ -200,10 +204,13 @@ class ClusteringStrategy:
                         if not a.unreachable}
                 waiting = [node for node in waiting if node not in back]
             if not waiting:
-                log(INFO, "resume: all %s of the interrupted run answer; waiting %g s for their "
-                    "heartbeats", counted(len(known), "client"), HEARTBEAT_CATCH_UP_S)
-                time.sleep(HEARTBEAT_CATCH_UP_S)
+                log(INFO, "resume: all %s of the interrupted run answer", counted(len(known), "client"))
+                pause = heartbeats_through - time.monotonic()
+                if late and pause > 0:
+                    log(INFO, "resume: waiting %.0f s more for their heartbeats", pause)
+                    time.sleep(pause)
                 return
+            late = True
             if time.monotonic() >= deadline:
                 log(WARNING, "resume: node(s) %s did not answer within %g s; going on without them",
                     waiting, self.node_wait_timeout)
