@@ -3,13 +3,14 @@
 One federation (a SuperLink and three SuperNodes, each with its own partition
 file) serves every run of this module: DWF must give the model a simulation of
 the same partitions gives (the in-process run, harness.inprocess.run_on_files),
-every other method must run to the end, and DWF with secure aggregation must
+every other method must run to the end (all of them at once), and DWF with secure aggregation must
 give the plain run's model.
 """
 
 from __future__ import annotations
 
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -38,12 +39,12 @@ def data_paths(deployment) -> list[str]:
     return [tomllib.loads(config)["data-path"] for config in deployment.node_configs]
 
 
-def deploy(federation, name: str, settings: dict):
+def deploy(federation, name: str, settings: dict, timeout: float = 400):
     """``flwr run`` the app with ``settings``; return the model it wrote."""
     deployment, tmp = federation
     out = tmp / name
     done = deployment.flwr_run(run_config_text({**settings, "min-nodes": 3, "out-dir": str(out)}),
-                               timeout=400)
+                               timeout=timeout)
     assert done.returncode == 0, done.stdout + done.stderr + deployment.logs()
     assert (out / "model.pb").is_file(), done.stdout + deployment.logs()
     return read_model(out / "model.pb"), done.stdout
@@ -78,11 +79,34 @@ ON_S1 = {"deepfeca": {"network": "mlp", "image-shape": "2", "num-server-rounds":
                       "max-weight": 1e12}}
 
 
-@pytest.mark.parametrize("algorithm", [name for name in METHODS if name != "dwf"])
-def test_every_method_runs_in_the_deployment(federation, algorithm):
-    settings = {"algorithm": algorithm, "k": 15, "seed": 1, "num-server-rounds": 2,
-                **ON_S1.get(algorithm, {})}
-    model, log = deploy(federation, algorithm, settings)
+#: Every method but dwf, which test_deployment_equals_simulation runs.
+OTHER_METHODS = [name for name in METHODS if name != "dwf"]
+
+
+@pytest.fixture(scope="module")
+def every_method_run(request, federation):
+    """The deployed run (the future of :func:`deploy`'s result) of each method that
+    test_every_method_runs_in_the_deployment is selected for, all submitted at once to the
+    one SuperLink, which runs them side by side: a run mostly waits (a SuperNode polls every
+    few seconds and starts a ClientApp process per message), so together they take about the
+    slowest run's time rather than the sum of all. Each has its own out dir and ``flwr run``
+    process; the timeout allows for all of them sharing the CPUs."""
+    selected = [item.callspec.params["algorithm"] for item in request.session.items
+                if item.module is request.module
+                and item.originalname == "test_every_method_runs_in_the_deployment"]
+
+    def run(algorithm):
+        settings = {"algorithm": algorithm, "k": 15, "seed": 1, "num-server-rounds": 2,
+                    **ON_S1.get(algorithm, {})}
+        return deploy(federation, algorithm, settings, timeout=1200)
+
+    with ThreadPoolExecutor(len(selected)) as pool:
+        return {name: pool.submit(run, name) for name in selected}
+
+
+@pytest.mark.parametrize("algorithm", OTHER_METHODS)
+def test_every_method_runs_in_the_deployment(every_method_run, algorithm):
+    model, log = every_method_run[algorithm].result()
     assert model.algorithm == algorithm
     assert 1 <= len(model.centroids) <= 15 and model.n_points == 5000
     assert all(r.clients_answered == 3 for r in model.history)

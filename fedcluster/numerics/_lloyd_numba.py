@@ -493,8 +493,6 @@ def lloyd_pass(X, scaled, c_sq, centroids, weights, block, loop, with_inertia,
                sums, counts, inertia, labels, sqdist)
 
 
-
-
 # ---------------------------------------------------------------------------
 # k-means++ seeding (:func:`fedcluster.numerics.seeding.kmeans_plusplus`)
 # ---------------------------------------------------------------------------

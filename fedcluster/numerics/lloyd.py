@@ -127,6 +127,11 @@ def use_fused(n_clusters: int, n_features: int) -> bool:
 #: in a new ClientApp process.
 KERNEL_MIN_WORK = 1 << 22
 
+
+def worth_compiling(n_samples: int, n_features: int, n_clusters: int) -> bool:
+    """Whether a NumPy pass of this size takes the numba kernel (:data:`KERNEL_MIN_WORK`)."""
+    return n_samples * n_features * n_clusters >= KERNEL_MIN_WORK
+
 #: Most blocks of a kernel pass. Threads take blocks as they become free, so on
 #: a shared machine a core that another process holds delays one block, not a
 #: fixed half of the pass.
@@ -211,7 +216,7 @@ def _pass(X: Any, centroids: Any, weights: Any, chunk_size: int, *, keep_rows: b
         block_rows = max(chunk_size, GPU_MIN_BLOCK_ROWS)
         stats, labels, sqdist = _device_pass(X, centroids, weights, block_rows, keep_rows,
                                              with_inertia)
-    elif X.shape[0] * X.shape[1] * centroids.shape[0] < KERNEL_MIN_WORK:
+    elif not worth_compiling(X.shape[0], X.shape[1], centroids.shape[0]):
         # Non-finite data raises below, from the inertia, not as NumPy warnings.
         with np.errstate(invalid="ignore", over="ignore"):
             stats, labels, sqdist = _array_pass(X, centroids, weights, chunk_size, keep_rows,

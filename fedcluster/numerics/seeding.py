@@ -16,7 +16,7 @@ import numpy as np
 from ._validation import check_all_finite, check_data, check_positive_int, check_sample_weight
 from .backend import namespace_of, one_blas_thread, to_numpy
 from .distance import expanded_sq_distances, row_blocks, row_sq_norms
-from .lloyd import DEFAULT_CHUNK_SIZE, KERNEL_MIN_WORK
+from .lloyd import DEFAULT_CHUNK_SIZE, worth_compiling
 
 __all__ = ["kmeans_plusplus", "random_in_box"]
 
@@ -141,11 +141,11 @@ def kmeans_plusplus(
 def _compiled(X: Any, k: int) -> bool:
     """Whether the seeding's passes run in the compiled kernels (else in array operations).
 
-    As for a Lloyd pass (:data:`~fedcluster.numerics.lloyd.KERNEL_MIN_WORK`):
-    NumPy rows in one block of memory, and enough work to be worth loading numba.
+    As for a Lloyd pass (:func:`~fedcluster.numerics.lloyd.worth_compiling`),
+    and NumPy rows in one block of memory.
     """
     return (namespace_of(X) is np and X.flags.c_contiguous
-            and X.shape[0] * X.shape[1] * k >= KERNEL_MIN_WORK)
+            and worth_compiling(X.shape[0], X.shape[1], k))
 
 
 class _ArrayPasses:
