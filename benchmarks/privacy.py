@@ -46,6 +46,7 @@ import logging
 import glob
 import json
 import math
+import resource
 import time
 
 import numpy as np
@@ -53,10 +54,12 @@ import numpy as np
 #: The declared, data-independent bounds of each data set: every SIPU S-set lies in [0, 1e6];
 #: the G2 sets are two Gaussians centred at 500 and 600 per feature with standard deviation at
 #: most 100, so [0, 1100] is 5 deviations either side (every shipped G2 value lies in
-#: [45, 1034]); MNIST's pixels are scaled to [0, 1] by ``load_dataset``.
-BOUNDS = {"s1": "0:1e6", "s2": "0:1e6", "s3": "0:1e6", "s4": "0:1e6", "mnist": "0:1"}
-#: k per data set: 15 for the S-sets, 2 for a G2 set (its two Gaussians), 10 for MNIST.
-K = {"s1": 15, "s2": 15, "s3": 15, "s4": 15, "mnist": 10}
+#: [45, 1034]); MNIST's pixels are scaled to [0, 1] by ``load_dataset``; scikit-learn's digits
+#: (UCI's optdigits, 1797 x 64) are counts of 0 to 16.
+BOUNDS = {"s1": "0:1e6", "s2": "0:1e6", "s3": "0:1e6", "s4": "0:1e6", "mnist": "0:1",
+          "digits": "0:16"}
+#: k per data set: 15 for the S-sets, 2 for a G2 set (its two Gaussians), 10 for MNIST and digits.
+K = {"s1": 15, "s2": 15, "s3": 15, "s4": 15, "mnist": 10, "digits": 10}
 
 
 def bounds_of(name: str) -> str:
@@ -227,16 +230,20 @@ def footer(meta: dict) -> str:
     if meta.get("distributed_threshold", 0.5) != 0.5:
         start += f", distributed runs' secagg-threshold {meta['distributed_threshold']:g}"
     bounds = f"{meta['bounds']} (DP runs: estimated)" if meta.get("private_bounds") else meta["bounds"]
+    cost = "".join(f"; a {mode} run {low:.1f}-{high:.1f} CPU s (median {mid:.1f})"
+                   for mode, (low, mid, high) in meta.get("run_cpu_s", {}).items())
+    if "peak_rss_mib" in meta:
+        cost += f"; process peak {meta['peak_rss_mib']:.0f} MiB"
     return (f"{meta['data']}: {meta['wall_s']:.0f} s; rounds {meta['rounds']}, {meta['clients']} "
             f"clients, k {meta['k']}{start}, bounds {bounds}{rows}, seeds 0-{meta['seeds'] - 1}"
             + (f" (distributed: 0-{meta['distributed_seeds'] - 1})" if meta["distributed"] else
-               " (no distributed runs)"))
+               " (no distributed runs)") + cost)
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="s1,s2",
-                        help="comma-separated: s1..s4, g2-D-S, mnist")
+                        help="comma-separated: s1..s4, g2-D-S, mnist, digits")
     parser.add_argument("--splits", default="iid,dirichlet:0.3")
     parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS))
     parser.add_argument("--clients", type=int, default=10)
@@ -324,22 +331,29 @@ def run_grid(args, parser) -> None:
         distributed_too = name in args.distributed_datasets.split(",")
         references: dict[float, list[float]] = {}  # the pooled data: the same for every split
         rows = []
+        cpu_s: dict[str, list[float]] = {"central": [], "distributed": []}  # per fedcluster run
+
+        def ratios(parts, epsilon, mode, seeds, **threshold):
+            """Each seed's score over the centralized one; each run's CPU time to ``cpu_s``."""
+            scores = []
+            for s in range(seeds):
+                started = time.process_time()
+                centroids = fedcluster_run(parts, k, bounds, epsilon, s, args.rounds, mode,
+                                           args.init, args.private_bounds, args.start_share,
+                                           **threshold)
+                cpu_s[mode].append(time.process_time() - started)
+                scores.append(score(X, centroids) / best)
+            return scores
+
         for split in args.splits.split(","):
             parts = [X[i] for i in partition_indices(len(X), args.clients, split, labels=labels,
                                                      points=X, seed=0)]
             for epsilon in epsilons:
-                central = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
-                                                   args.rounds, "central", args.init,
-                                                   args.private_bounds, args.start_share)) / best
-                           for s in range(args.seeds)]
+                central = ratios(parts, epsilon, "central", args.seeds)
                 distributed = []
                 if distributed_too and not math.isinf(epsilon):
-                    distributed = [score(X, fedcluster_run(parts, k, bounds, epsilon, s,
-                                                           args.rounds, "distributed",
-                                                           args.init, args.private_bounds,
-                                                           args.start_share,
-                                                           args.distributed_threshold)) / best
-                                   for s in range(args.distributed_seeds)]
+                    distributed = ratios(parts, epsilon, "distributed", args.distributed_seeds,
+                                         threshold=args.distributed_threshold)
                 if epsilon not in references:
                     if math.isinf(epsilon):
                         references[epsilon] = [
@@ -361,7 +375,13 @@ def run_grid(args, parser) -> None:
                 "rounds": args.rounds, "clients": args.clients, "seeds": args.seeds,
                 "distributed_seeds": args.distributed_seeds if distributed_too else 0,
                 "distributed": distributed_too, "centralized_score": best,
-                "wall_s": time.time() - started}
+                "wall_s": time.time() - started,
+                # The runs are in memory (server and clients in this process): their CPU time
+                # is this process's; the peak is the whole process's so far (the data, its
+                # client copies, scikit-learn's and diffprivlib's fits too).
+                "run_cpu_s": {mode: [min(t), float(np.median(t)), max(t)]
+                              for mode, t in cpu_s.items() if t},
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
         print("\n" + footer(meta) + "\n", flush=True)
         if args.json:
             with open(args.json.replace("{data}", name), "w") as out:
