@@ -10,11 +10,12 @@ from fedcluster import FederatedKMeans
 from fedcluster.cli import main
 from fedcluster.client.app import build_client_app
 from fedcluster.client.memory import InMemoryFederation
-from fedcluster.config import ConfigError, RunConfig
+from fedcluster.config import ConfigError, RunConfig, build_strategy
 from fedcluster.data import load_dataset
 from fedcluster.numerics import movement_tolerance
 from fedcluster.preprocessing import fit_method
 from fedcluster.server.artifacts import read_model
+from fedcluster.server.checkpoint import CheckpointWriter, resume_point
 from fedcluster.server.flower import FlowerFederation
 from harness.inprocess import InProcessGrid
 
@@ -70,6 +71,29 @@ def test_the_variance_comes_from_one_moments_request_through_flower_messages(tmp
     variance = float(np.mean(np.var(np.concatenate(parts), axis=0)))
     said = [r.getMessage() for r in flwr_log if "tol-scale variance (moments)" in r.getMessage()]
     assert len(said) == 2 and all(f"{variance:.6g}" in line for line in said), said  # one a run
+
+
+def test_a_resumed_run_asks_the_variance_again_and_stops_where_the_whole_run_does(tmp_path):
+    config = RunConfig(k=15, tol_scale="variance", init="random", local_steps=5,
+                       num_server_rounds=30, momentum=0.3)
+    parts = s1_parts(clients=4)
+    whole = build_strategy(config).fit(InMemoryFederation(parts))
+    assert whole.converged and whole.rounds > 3
+
+    def stop_after_round_3(progress):
+        writer(progress)
+        if progress.round == 3:
+            raise KeyboardInterrupt
+
+    strategy = build_strategy(config)
+    writer = CheckpointWriter(tmp_path, strategy.settings, config.to_flower())
+    with pytest.raises(KeyboardInterrupt):
+        strategy.fit(InMemoryFederation(parts), checkpoint=stop_after_round_3)
+    strategy = build_strategy(config)
+    resumed = strategy.fit(InMemoryFederation(parts),
+                           resume=resume_point(tmp_path, strategy, config.to_flower()))
+    assert (resumed.rounds, resumed.converged) == (whole.rounds, whole.converged)
+    np.testing.assert_array_equal(resumed.centroids, whole.centroids)
 
 
 def test_the_command_line_and_the_run_config_take_it_and_the_report_says_it(tmp_path, flwr_log):
