@@ -725,7 +725,7 @@ def rounds(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------------------
 
 def tol(args: argparse.Namespace) -> None:
-    """Runs benchmarks/perf-tol.toml in-process and summarises it (about 2 CPU-minutes).
+    """Runs benchmarks/perf-tol.toml in-process and summarises it (228 runs, ~30 CPU-s).
 
     Per start and (tol, tol-scale): the median and largest number of rounds;
     the rounds needed, the first round after which the score is within 1 %
