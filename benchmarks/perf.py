@@ -730,7 +730,8 @@ def tol(args: argparse.Namespace) -> None:
     Per start and (tol, tol-scale): the median and largest number of rounds;
     the rounds needed, the first round after which the score is within 1 %
     of the final score of the absolute tol 1e-4 run of the same start,
-    dataset and seed (the longest-running setting); the final score against
+    dataset and seed (the longest-running setting; a run that never gets
+    there counts all its rounds); the final score against
     centralized k-means (best of 10 starts) on the same dataset and seed;
     and the largest loss against that absolute run. A run's ``history``
     holds the score of each round's incoming centroids, so the score after
