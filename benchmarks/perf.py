@@ -11,6 +11,7 @@ noisy: a line reads ``median [25th-75th percentile] over N repeats``.
     python benchmarks/perf.py memory       # peak extra memory of a step vs n
     python benchmarks/perf.py gpu          # CuPy step vs reading X once, and vs the CPU
     python benchmarks/perf.py rounds       # rounds to converge and score per method and start
+    python benchmarks/perf.py tol          # DWF's rounds and score, tol absolute vs relative
     python benchmarks/perf.py polling      # deployed round vs a bare Flower app (loopback)
     python benchmarks/perf.py fit          # FederatedKMeans.fit vs KMeans(n_init=1) pooled
     python benchmarks/perf.py simulation   # Ray simulation: 100 clients x 50 rounds, 1000 clients
@@ -720,6 +721,60 @@ def rounds(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------
+# tol: the stopping rule, tol in the data's units or relative to its variance
+# ---------------------------------------------------------------------------
+
+def tol(args: argparse.Namespace) -> None:
+    """Runs benchmarks/perf-tol.toml in-process and summarises it (228 runs, ~30 CPU-s).
+
+    Per start and (tol, tol-scale): the median and largest number of rounds;
+    the rounds needed, the first round after which the score is within 1 %
+    of the final score of the absolute tol 1e-4 run of the same start,
+    dataset and seed (the longest-running setting; a run that never gets
+    there counts all its rounds); the final score against
+    centralized k-means (best of 10 starts) on the same dataset and seed;
+    and the largest loss against that absolute run. A run's ``history``
+    holds the score of each round's incoming centroids, so the score after
+    round r is ``history[r]`` and after the last round the run's score.
+    Finished runs are kept in benchmarks/results/perf-tol and not run again.
+    """
+    from fedcluster.bench import load_grid, run_grid
+
+    grid = load_grid(ROOT / "benchmarks" / "perf-tol.toml")
+    rows = run_grid(grid, ROOT / "benchmarks" / "results" / "perf-tol", workers=2,
+                    progress=lambda line: None)
+    if failed := [r for r in rows if r["error"]]:
+        raise SystemExit(f"tol: {len(failed)} run(s) failed, the first: {failed[0]['error']}")
+    cell = lambda r: (r["dataset"], r["seed"])  # noqa: E731 - a key, used thrice
+    reference = {cell(r): r["score"] for r in rows if r["method"] == "centralized k-means"}
+    runs = [dict(r, init=r["setting"].split()[0].removeprefix("init="),
+                 rule=" ".join(r["setting"].split()[1:])) for r in rows
+            if r["method"] != "centralized k-means"]
+    longest = {(r["init"], *cell(r)): r for r in runs
+               if r["rule"] == "tol=0.0001 tol-scale=absolute"}
+
+    def needed(run: dict) -> int:
+        target = 1.01 * longest[(run["init"], *cell(run))]["score"]
+        after = [*run["history"][1:], run["score"]]  # the score after rounds 1, 2, ...
+        return next((r for r, score in enumerate(after, 1) if score <= target), run["rounds"])
+
+    print("# tol: DWF, S1..S4 IID over 10 clients, seeds "
+          f"{sorted({r['seed'] for r in rows})}; rounds median (max); needed = first round "
+          "within 1 % of the absolute tol 1e-4 run's final score; score ratio = score / "
+          "centralized k-means (best of 10)", flush=True)
+    for (init, rule) in dict.fromkeys((r["init"], r["rule"]) for r in runs):
+        group = [r for r in runs if (r["init"], r["rule"]) == (init, rule)]
+        ratios = [r["score"] / reference[cell(r)] for r in group]
+        loss = max(r["score"] / longest[(init, *cell(r))]["score"] - 1 for r in group)
+        print(f"tol {init} [{rule}]: rounds {np.median([r['rounds'] for r in group]):.0f} "
+              f"(max {max(r['rounds'] for r in group)}), converged "
+              f"{np.mean([bool(r['converged']) for r in group]):.0%}, needed "
+              f"{np.median([needed(r) for r in group]):.0f} (max {max(needed(r) for r in group)}), "
+              f"score ratio {np.median(ratios):.4f} [{min(ratios):.4f}-{max(ratios):.4f}], "
+              f"worst loss vs absolute 1e-4 {100 * loss:.3f} %", flush=True)
+
+
+# ---------------------------------------------------------------------------
 # polling: a deployed round against a bare Flower app, same loopback deployment
 # ---------------------------------------------------------------------------
 
@@ -1014,7 +1069,7 @@ def inprocess(args: argparse.Namespace) -> None:
           f"(from {c1} to {c2} clients at {r1} rows)")
 
 
-SECTIONS = {"cpu": cpu, "kernel": kernel, "crossover": crossover, "spin": spin, "memory": memory, "gpu": gpu, "rounds": rounds, "polling": polling,
+SECTIONS = {"cpu": cpu, "kernel": kernel, "crossover": crossover, "spin": spin, "memory": memory, "gpu": gpu, "rounds": rounds, "tol": tol, "polling": polling,
             "fit": fit, "simulation": simulation, "scale": scale, "inprocess": inprocess}
 
 

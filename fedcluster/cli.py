@@ -588,7 +588,7 @@ class _Parser(argparse.ArgumentParser):
 
 #: ``simulate --help``'s section of each setting every method takes; the others are in
 #: "clients and computation".
-_METHOD_SECTION = ("algorithm", "k", "num-server-rounds", "tol", "n-init", "score")
+_METHOD_SECTION = ("algorithm", "k", "num-server-rounds", "tol", "tol-scale", "n-init", "score")
 _PRIVACY_PREFIXES = ("dp", "secagg", "secure-aggregation", "data-bounds")
 
 #: What ends ``simulate --help``: (what it does, the command).

@@ -94,7 +94,13 @@ class Options(BaseModel):
     num_server_rounds: int = Field(
         100, ge=1, description="largest number of rounds per restart (one-shot methods: ignored)")
     tol: float = Field(
-        1e-4, ge=0.0, description="stop when the centroids move less than this (0: run every round)")
+        1e-4, ge=0.0, description="stop when the centroids move less than this (0: run every "
+        "round); in the data's units, or relative to its spread with --tol-scale variance")
+    tol_scale: Literal["absolute", "variance"] = Field(
+        "absolute", description="what tol is relative to: absolute (the centroids' movement in "
+        "the data's units is below tol) or variance (as scikit-learn's KMeans: the squared "
+        "movement is below tol x the mean per-feature variance of the pooled rows, which one "
+        "moments request gives before the first round; not with dp or secure-aggregation)")
     n_init: int = Field(1, ge=1, description="restarts; the one with the best federated score is kept")
     score: Literal["exact", "client-mean"] = Field(
         "exact", description="how restarts are compared: sum of squared distances over all points, "

@@ -1,11 +1,9 @@
 """Federated standardisation: each feature centred and scaled by moments that reveal no row.
 
 :func:`federated_standardization` sends one moments request to every
-connected client; each answers with its row count and the per-feature mean
-and population standard deviation of its rows
-(:func:`fedcluster.local.summaries.moments_request`). The server combines
-them with Chan et al.'s pairwise formula
-(:func:`fedcluster.numerics.moments.combine_moments`) into the mean and
+connected client (:func:`fedcluster.strategies.moments.pooled_moments`);
+each answers with its row count and the per-feature mean and population
+standard deviation of its rows, which the server combines into the mean and
 standard deviation of the pooled rows. :class:`StandardizedFederation` then
 adds that transform (shift = mean, scale = standard deviation) to every
 request it forwards, and every client answers about ``(X - shift) / scale``
@@ -29,9 +27,10 @@ import numpy as np
 from .config import RunConfig, build_strategy
 from .federation.base import Answer, Federation
 from .logs import counted, log
-from .messages import MOMENTS, ProtocolError, Request, validate_reply
-from .numerics.moments import Moments, combine_moments, standardize
+from .messages import Request
+from .numerics.moments import Moments, standardize
 from .results import RunResult
+from .strategies.moments import pooled_moments
 
 if TYPE_CHECKING:
     from .strategies import ClusteringStrategy
@@ -87,44 +86,23 @@ class StandardizedFederation:
 
 def federated_standardization(strategy: ClusteringStrategy, federation: Federation
                               ) -> Standardization:
-    """Ask every connected client for its moments and combine them.
-
-    The request goes through ``strategy``'s exchange, so its replies are
-    matched, checked (:func:`~fedcluster.messages.validate_reply`: a
-    positive whole count, finite means and non-negative standard deviations
-    within the protocol's magnitude bound), logged when rejected and held to
-    the quorum as every other request of the run; the count each client
-    declares here is the one its later replies must declare. The dimension
-    is the one most replies have (the smallest on a tie); a reply of another
-    dimension is rejected by name. Replies are combined in content order, so
-    the transform does not depend on node ids or arrival order.
+    """The transform of the pooled rows' moments (:func:`~fedcluster.strategies.moments.pooled_moments`:
+    every connected client asked once, replies checked, held to the quorum and
+    combined in content order, so the transform does not depend on node ids
+    or arrival order).
 
     Raises
     ------
     RunFailed
         Fewer clients than the quorum answered usably.
     """
-    nodes = strategy.wait_for_nodes(federation)
-    exchange = strategy.exchange(
-        federation, MOMENTS, nodes, {"device": strategy.device},
-        lambda s: validate_reply(s, expect=("mean", "std")), what=WHAT)
-    dims = [len(s.mean) for s in exchange.accepted.values()]
-    dim = max(sorted(set(dims)), key=dims.count)
-    for node, summary in list(exchange.accepted.items()):
-        try:
-            validate_reply(summary, dim=dim, expect=("mean", "std"))
-        except ProtocolError as exc:
-            del exchange.accepted[node]
-            exchange.rejected[node] = f"malformed reply: {exc}"
-            log(WARNING, "%s: rejected node %d: %s", WHAT, node, exchange.rejected[node])
-    strategy.check_quorum(exchange, WHAT)
-    moments = combine_moments([Moments(s.n, s.mean, s.std) for s in exchange.in_content_order()])
+    moments, clients = pooled_moments(strategy, federation, WHAT)
     result = Standardization.from_moments(moments)
     if result.constant:
         log(WARNING, "%s: feature(s) %s are constant over the %d rows; scaled by 1 (only "
             "centred)", WHAT, list(result.constant), result.n)
-    log(INFO, "%s: %s of %s from %s", WHAT, counted(dim, "feature"), counted(result.n, "row"),
-        counted(len(exchange.accepted), "client"))
+    log(INFO, "%s: %s of %s from %s", WHAT, counted(len(result.shift), "feature"), counted(result.n, "row"),
+        counted(clients, "client"))
     return result
 
 

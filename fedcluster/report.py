@@ -202,7 +202,9 @@ def render_report(result: RunResult, *, reference: Reference | None = None,
 
 def verdict(result: RunResult) -> str:
     """The run's outcome in one sentence (of the restart kept, where there were several)."""
-    tol = result.settings.get("tol")
+    bound = f"tol = {result.settings.get('tol')}"
+    if result.settings.get("tol-scale") == "variance":
+        bound = f"sqrt(tol x the mean feature variance), {bound}"
     n_init = result.settings.get("n-init", 1)
     kept = f"Restart {result.best_restart}, the best of {n_init}: " if n_init > 1 else ""
     if not result.history:
@@ -213,11 +215,11 @@ def verdict(result: RunResult) -> str:
                 f"({result.stop_reason}); the centroids of the last round are kept.")
     elif result.converged:
         said = (f"converged after {counted(result.rounds, 'round')}: the centroids moved less "
-                f"than tol = {tol}.")
+                f"than {bound}.")
     else:
         said = (f"did not converge: stopped at the round limit, "
                 f"{counted(result.rounds, 'round')}, with the centroids still moving more than "
-                f"tol = {tol}.")
+                f"{bound}.")
     return kept + (said if kept else said[0].upper() + said[1:])
 
 

@@ -3,7 +3,7 @@
 Every kernel accepts NumPy or CuPy arrays and returns arrays of the same kind.
 """
 
-from .aggregate import frobenius_movement, momentum_update, weighted_centroid_mean
+from .aggregate import frobenius_movement, momentum_update, movement_tolerance, weighted_centroid_mean
 from .backend import get_namespace, namespace_of, to_numpy
 from .kfed import farthest_point_seeds, kfed_centres
 from .kmeans import kmeans
@@ -33,6 +33,7 @@ __all__ = [
     "kmeans_plusplus",
     "lloyd",
     "momentum_update",
+    "movement_tolerance",
     "namespace_of",
     "random_in_box",
     "spread_in_box",

@@ -1,8 +1,9 @@
 """Server-side aggregation of the DWF federated k-means paper (eq. 3-6, Algorithm 3).
 
 The weighted mean of local centroids (:func:`weighted_centroid_mean`), the
-momentum update (:func:`momentum_update`) and the movement that stops a run
-(:func:`frobenius_movement`), shared by the methods that average centroids
+momentum update (:func:`momentum_update`), the movement that stops a run
+(:func:`frobenius_movement`) and the tolerance it is compared with
+(:func:`movement_tolerance`), shared by the methods that average centroids
 (DWF/EWF, FFCM avg1, federated mini-batch k-means). DWF's opt-in safeguards
 against careless or hostile clients are in :mod:`fedcluster.methods.dwf.kernels`.
 """
@@ -16,7 +17,7 @@ from typing import Any
 from ._validation import check_all_finite
 from .backend import namespace_of
 
-__all__ = ["frobenius_movement", "momentum_update", "weighted_centroid_mean"]
+__all__ = ["frobenius_movement", "momentum_update", "movement_tolerance", "weighted_centroid_mean"]
 
 
 def weighted_centroid_mean(local_centroids: Any, weights: Any) -> Any:
@@ -114,5 +115,26 @@ def frobenius_movement(a: Any, b: Any) -> float:
     # which then spin on the cores that the next Lloyd pass runs on.
     diff = a - b
     return math.sqrt(float((diff * diff).sum()))
+
+
+def movement_tolerance(tol: float, mean_variance: float | None = None) -> float:
+    """The centroid movement below which a run has converged.
+
+    Without ``mean_variance`` (``tol-scale = absolute``) it is ``tol`` itself,
+    in the data's units. With it (``tol-scale = variance``, ``mean_variance``
+    the mean over features of the pooled rows' population variance) it is
+    ``sqrt(tol * mean_variance)``: a movement below it is one whose square is
+    below ``tol * mean_variance``, scikit-learn's ``KMeans`` rule (its ``tol``
+    times ``np.mean(np.var(X, axis=0))``, compared with the squared shift of
+    the centres), so the same ``tol`` means the same on data of any scale.
+    Returned as a distance so that one comparison, ``movement < tolerance``,
+    serves both scales and the clients' local steps. ``tol = 0`` gives 0:
+    every round runs.
+    """
+    if mean_variance is None:
+        return float(tol)
+    if not mean_variance >= 0:
+        raise ValueError(f"mean_variance must be >= 0, got {mean_variance}")
+    return math.sqrt(float(tol) * float(mean_variance))
 
 

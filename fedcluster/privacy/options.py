@@ -117,6 +117,9 @@ def check_privacy(options: Any, sum_forms: Collection[str] | None) -> None:
             getattr(options, "max_client_share", 1.0) != 1.0:
         raise ValueError(f"{what} needs aggregation = mean and max-client-share = 1: robust "
                          "aggregation needs each client's own centroids")
+    if getattr(options, "tol_scale", "absolute") == "variance":
+        raise ValueError(f"{what} needs tol-scale = absolute: tol-scale = variance asks each "
+                         "client for the unnoised mean and variance of its rows")
     init = getattr(options, "init", "random")
     if init in ("local-kmeans", "kfed"):
         raise ValueError(f"{what} needs init = private (under DP), random or spread (in "

@@ -338,6 +338,10 @@ class ClusteringStrategy:
         """
         raise NotImplementedError
 
+    def before_restarts(self, federation: Federation) -> None:
+        """Called once per :meth:`fit` (a resumed one too), before the first restart runs;
+        the round-based methods learn the data's scale here (``tol-scale``)."""
+
     def fit(self, federation: Federation, *, resume: Progress | None = None,
             checkpoint: Callable[[Progress], None] | None = None) -> RunResult:
         """Run ``n_init`` restarts, score each, and keep the best.
@@ -378,6 +382,7 @@ class ClusteringStrategy:
                 "before its first round" if resume.round is None else f"after round {resume.round}")
             self.await_reconnection(federation, history)
             self.relearn_sampling_keys(federation)
+        self.before_restarts(federation)
         self._best = best
         for restart in range(first, self.n_init):
             point = resume if resume is not None and restart == first and resume.round is not None \

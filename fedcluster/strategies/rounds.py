@@ -2,7 +2,9 @@
 
 Each round the server samples clients, sends them the global centroids, and
 aggregates their replies into new centroids; a restart stops when the centroids
-move less than ``tol`` or after ``num_server_rounds`` rounds. Subclasses say what the
+move less than ``tol`` (:attr:`RoundBasedStrategy.stop_tolerance`, in the data's
+units or relative to its variance: ``tol-scale``) or after ``num_server_rounds``
+rounds. Subclasses say what the
 clients do (:attr:`train_type`, :meth:`train_settings`, :meth:`validate_train_reply`)
 and how the server combines the replies (:meth:`aggregate`).
 """
@@ -17,14 +19,19 @@ import numpy as np
 from ..federation.base import Exchange, Federation
 from ..logs import log
 from ..messages import ClientSummary, validate_reply
-from ..numerics import frobenius_movement
+from ..numerics import frobenius_movement, movement_tolerance
 from ..privacy.kinds import SUMS
 from ..privacy.options import privacy_on
 from .private import PrivateRounds, Totals
 from ..results import RoundRecord
 from .base import ClusteringStrategy, exact_score, round_record
+from .moments import pooled_moments
 from .progress import Progress
 from .initialisation import BOX_STARTS, initial_centroids, reject_far_replies
+
+
+#: How the moments request of ``tol-scale = variance`` is named in the log.
+TOL_SCALE = "tol-scale variance (moments)"
 
 
 class RoundBasedStrategy(ClusteringStrategy):
@@ -34,7 +41,9 @@ class RoundBasedStrategy(ClusteringStrategy):
     :class:`~fedcluster.options.RoundOptions` or a model with the same
     fields) give ``num_server_rounds``, the largest number of rounds per
     restart; ``tol``, the centroid movement (:meth:`movement`) below which a
-    restart stops (0 runs every round); and the start: ``init``
+    restart stops (0 runs every round), in the data's units or, with
+    ``tol_scale="variance"``, relative to its spread (:attr:`stop_tolerance`);
+    and the start: ``init``
     (``"local-kmeans"``, ``"kfed"``, ``"random"``, ``"spread"`` or a (k, d) array file, see
     :mod:`.initialisation`) with ``k_prime``, the clients' local clusters for
     ``init="kfed"`` (0: ``k``).
@@ -59,6 +68,32 @@ class RoundBasedStrategy(ClusteringStrategy):
         self.explicit_start: np.ndarray | None = None
         #: DP and secure aggregation of each round (None when both are off).
         self.private = PrivateRounds(self) if privacy_on(self.options) else None
+        #: The pooled rows' mean per-feature variance under ``tol-scale = variance``, once
+        #: :meth:`before_restarts` has asked the clients (None: ``tol`` is absolute).
+        self.mean_variance: float | None = None
+
+    @property
+    def stop_tolerance(self) -> float:
+        """The movement below which a restart stops: ``tol``, or ``sqrt(tol x mean variance)``
+        (scikit-learn's rule, :func:`~fedcluster.numerics.movement_tolerance`)."""
+        return movement_tolerance(self.tol, self.mean_variance)
+
+    def before_restarts(self, federation: Federation) -> None:
+        """Under ``tol-scale = variance``, one moments request for :attr:`mean_variance`.
+
+        The moments are those of the rows the run clusters (a standardised
+        run's requests carry its transform, so the clients answer about the
+        standardised rows). The options refuse the rule under DP and secure
+        aggregation, which would let no unnoised moments out; a resumed run
+        asks again, and the same rows give the same variance.
+        """
+        if self.tol_scale != "variance" or self.tol == 0:
+            return
+        moments, clients = pooled_moments(self, federation, TOL_SCALE)
+        self.mean_variance = float(np.mean(np.square(moments.std)))
+        log(INFO, "%s: mean feature variance %.6g over %d rows of %d client(s): the centroids "
+            "stop when they move less than %.6g", TOL_SCALE, self.mean_variance, moments.n,
+            clients, self.stop_tolerance)
 
     # -- what subclasses define --------------------------------------------------
     def train_settings(self) -> dict:
@@ -167,7 +202,7 @@ class RoundBasedStrategy(ClusteringStrategy):
                                         epsilon=self.epsilon))
             log(INFO, "round %d/%d: movement %.6g, score %.6g, clients %d/%d", t, self.num_server_rounds,
                 movement, score, len(exchange.accepted), len(exchange.sent))
-            converged = movement < self.tol
+            converged = movement < self.stop_tolerance
             self.report_progress(restart, t, centroids, converged, history)
         return centroids, rounds, converged
 

@@ -93,7 +93,8 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
     cluster by the number of the client's points assigned to the current
     global centroid, ``"ewf"`` equally; ``lr`` and ``momentum`` are eta and
     mu of eq. 6; ``local_steps`` is ``max_local`` (the clients stop earlier
-    when their centroids move less than ``tol``); ``num_server_rounds`` is
+    when their centroids move less than :attr:`stop_tolerance`, ``tol`` on its
+    ``tol_scale``); ``num_server_rounds`` is
     ``max_global``; ``init`` (``"kfed"`` as the paper recommends);
     ``max_client_share``, ``aggregation`` and ``trim_fraction`` bound one
     client's influence (see the module docstring).
@@ -110,7 +111,7 @@ class WeightedFederatedKMeans(RoundBasedStrategy):
 
     def train_settings(self) -> dict:
         """Local Lloyd steps and tolerance (Algorithm 2, LocalUpdate)."""
-        return {"local-steps": self.local_steps, "tol": self.tol}
+        return {"local-steps": self.local_steps, "tol": self.stop_tolerance}
 
     def begin(self, centroids: np.ndarray) -> None:
         """C(-1) = C(0): no momentum in the first round."""
