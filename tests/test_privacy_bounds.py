@@ -51,19 +51,23 @@ def closed_form_epsilon(loss: float, delta: float) -> float:
     return brentq(lambda eps: delta_of(eps) - delta, 0.0, 100.0)
 
 
-def test_the_histogram_counts_each_row_once_per_feature_on_a_fixed_grid():
+def test_the_histogram_counts_each_row_once_per_feature_and_its_range_on_a_fixed_grid():
     X = np.array([[0.0, 5.0], [1e-9, -5.0], [3.0, 2e13], [-2e13, 5.0]])
     histogram = bounds.feature_histogram(X)
-    assert histogram.shape == (2, bounds.BINS) and np.all(histogram.sum(axis=1) == 4)
+    assert histogram.shape == (4, bounds.BINS) and np.all(histogram.sum(axis=1) == 4)
     edges = bounds.grid_edges()
     assert histogram[0, np.searchsorted(edges, 0.0, side="right")] == 2  # 0 and 1e-9: the zero bin
     assert histogram[0, 0] == 1 and histogram[1, -1] == 1  # beyond the grid: the outer bins
+    # Then each row's smallest value (0, -5, 3, -2e13) and its largest (5, 1e-9, 2e13, 5).
+    np.testing.assert_array_equal(histogram[2:], bounds.feature_histogram(
+        np.array([[0.0, 5.0], [-5.0, 1e-9], [3.0, 2e13], [-2e13, 5.0]]))[:2])
+    assert bounds.sensitivity(2) == 2.0  # one count in each of the 4 histograms
 
 
 def test_bounds_are_read_off_within_a_bin_and_a_noise_free_histogram_gives_the_data_range():
     X = np.random.default_rng(0).uniform([2.0, -300.0], [7.0, 40.0], size=(5000, 2))
-    low, high, empty = bounds.bounds_from_histogram(bounds.feature_histogram(X), sigma=0.0)
-    assert empty == 0
+    low, high, borrowed, empty = bounds.bounds_from_histogram(bounds.feature_histogram(X), sigma=0.0)
+    assert borrowed == empty == 0
     step = 10 ** (1 / bounds.STEPS_PER_DECADE)  # a bin's width, as a ratio
     for j, (a, b) in enumerate(((2.0, 7.0), (-300.0, 40.0))):
         assert low[j] <= a + 0.01 * (b - a) and high[j] >= b - 0.01 * (b - a)
@@ -77,20 +81,47 @@ def test_the_rows_rms_distance_from_the_box_centre_is_read_off_the_histogram():
     rng = np.random.default_rng(0)
     directions = rng.normal(size=(4000, 10))
     X = 5.0 + 3.0 * directions / np.linalg.norm(directions, axis=1, keepdims=True)
-    low, high, _ = bounds.bounds_from_histogram(bounds.feature_histogram(X), sigma=0.0)
+    low, high, _, _ = bounds.bounds_from_histogram(bounds.feature_histogram(X), sigma=0.0)
     truth = np.sqrt((np.linalg.norm(np.clip(X, low, high) - (low + high) / 2, axis=1) ** 2).mean())
     radius = bounds.rms_distance(bounds.feature_histogram(X), 0.0, low, high)
     assert radius == pytest.approx(truth, rel=1 / 7)
     assert radius < 0.6 * np.linalg.norm(high - low) / 2  # a shell: well inside the box's corners
-    noise = np.random.default_rng(1).normal(0.0, 10.0, size=(10, bounds.BINS))
-    assert bounds.rms_distance(noise, 10.0, low, high) == 0.0  # nothing kept: no radius
+    noise = np.random.default_rng(1).normal(0.0, 10.0, size=(12, bounds.BINS))
+    # Nothing kept: each feature counts as spread evenly over its bounds.
+    assert bounds.rms_distance(noise, 10.0, low, high) == pytest.approx(
+        np.sqrt(((high - low) ** 2 / 12).sum()))
 
 
 def test_a_histogram_with_nothing_above_the_noise_gives_the_whole_grid():
-    noise = np.random.default_rng(1).normal(0.0, 10.0, size=(3, bounds.BINS))
-    low, high, empty = bounds.bounds_from_histogram(noise, sigma=10.0)
-    assert empty == 3 and np.all(low == -(10.0 ** bounds.HIGHEST_EXP))
+    noise = np.random.default_rng(1).normal(0.0, 10.0, size=(5, bounds.BINS))
+    low, high, borrowed, empty = bounds.bounds_from_histogram(noise, sigma=10.0)
+    assert borrowed == 0 and empty == 3 and np.all(low == -(10.0 ** bounds.HIGHEST_EXP))
     assert np.all(high == 10.0 ** bounds.HIGHEST_EXP)
+
+
+def test_a_feature_spread_too_thin_for_the_noise_takes_the_rows_range():
+    """Feature 0 is spread evenly over 1..16 (its fullest bin holds about 520 of the 2,000
+    rows, below 5 sigma = 600), feature 1 is 0 or 16 in every row: the rows' minima and
+    maxima pile up in two bins, which give feature 0 its box."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.uniform(1.0, 16.0, 2000), rng.choice([0.0, 16.0], 2000)])
+    low, high, borrowed, empty = bounds.bounds_from_histogram(bounds.feature_histogram(X),
+                                                              sigma=120.0)
+    assert (borrowed, empty) == (1, 0)
+    assert low[0] == low[1] and high[0] == high[1]  # the range of all the values
+    assert -1e-6 <= low[0] <= 0.0 and 16.0 <= high[0] <= 16.0 * 10 ** (2 / bounds.STEPS_PER_DECADE)
+
+
+def test_a_dp_run_whose_rows_are_too_few_for_the_noise_fails_before_its_rounds():
+    """Four rows per client at epsilon 0.1: no bin, not even of the rows' range, holds enough
+    rows for the bounds step's noise. The run ends there, loudly, instead of clustering in
+    the whole grid (+-1e12) and returning centroids the rounds' noise would put anywhere."""
+    from fedcluster.federation.base import RunFailed
+
+    X = load_dataset("s1").X[:16]
+    parts = [X[i::4] for i in range(4)]
+    with pytest.raises(RunFailed, match="too few rows for the noise.*--data-bounds"):
+        build_strategy(private(**{"k": 2, "dp-epsilon": 0.1})).fit(InMemoryFederation(parts))
 
 
 @pytest.mark.parametrize(("z", "rounds", "first"), [(4.0, 5, 12.0), (2.0, 1, 3.0), (3.0, 10, 0.0)])
@@ -180,7 +211,7 @@ def test_the_setup_noise_is_fresh_for_one_seed_and_of_the_calibrated_spread(monk
                            ).fit(InMemoryFederation(parts))
     assert len(drawn) == 4
     start_sensitivity = Clipping.declared("0:1e6", 0.0, 2).sensitivity
-    for index, (step, sensitivity) in enumerate((("bounds", math.sqrt(2)),
+    for index, (step, sensitivity) in enumerate((("bounds", math.sqrt(2 + 2)),
                                                  ("start", start_sensitivity))):
         setup, _ = split(1.0, 1e-5, 1, {step: 0.1 if step == "bounds" else 0.2})
         (a_in, a_out, sigma), (b_in, b_out, _) = drawn[2 * index], drawn[2 * index + 1]

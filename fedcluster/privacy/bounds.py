@@ -18,9 +18,18 @@ histograms of the same kind):
   wider than the one before), plus the two unbounded outer bins; a value in
   (-1e-6, 1e-6) falls in the bin around 0. Whatever the data's units, its
   bounds are found to within a bin, and no data decides the grid.
-* **Sensitivity**: one row adds 1 to one bin of each of the ``d`` features,
-  so the histogram's L2 sensitivity is ``sqrt(d)`` (unbounded DP, as the
-  rounds'); the noise is ``sigma = z_b sqrt(d)`` per bin.
+* **The rows' range**: beside the ``d`` features' histograms, two more over
+  the same grid: of each row's smallest value (over its features) and of its
+  largest. A feature whose own values are spread over many bins, none of
+  which holds enough rows for the noise (on scikit-learn's digits, 1,797
+  rows of 64 pixels, 6 pixels at epsilon 1), borrows the range of all the
+  features instead: its low bound is read off the row minima, its high bound
+  off the row maxima. Each row adds one count to each of these too, so they
+  cost as much noise as two more features, and their rows are far denser in
+  the bins than a spread feature's.
+* **Sensitivity**: one row adds 1 to one bin of each of the ``d + 2``
+  histograms, so the L2 sensitivity is ``sqrt(d + 2)`` (unbounded DP, as the
+  rounds'); the noise is ``sigma = z_b sqrt(d + 2)`` per bin.
 * **The read-off**: bins whose noisy count is below :data:`KEEP_SDS`
   ``sigma`` are taken as empty (an empty bin passes this with probability
   ``Phi(-5)`` = 2.9e-7, so of the 290 empty bins of a feature one does in
@@ -32,13 +41,19 @@ histograms of the same kind):
   mass passes the :data:`QUANTILE` quantile and the high bound the upper
   edge of the bin where it passes ``1 - QUANTILE``: rows beyond are clipped
   by the rounds (at most about that share of them). A feature with no kept
-  mass (too few rows for the noise) gets the whole grid, ``+-10^HIGHEST_EXP``,
-  and a warning: useless for clustering but safe.
+  mass takes the rows' range (above); where that has none either (too few
+  rows for the noise at all) it gets the whole grid, ``+-10^HIGHEST_EXP``,
+  which no clustering survives: the server then ends the run before its
+  rounds (:meth:`~fedcluster.strategies.private.PrivateRounds.estimate_bounds`)
+  rather than spend the budget on a model it should not trust.
 * **A dishonest client** sends what it likes inside secure aggregation, and
   the server cannot see whose mass is whose. The step bounds what that can
   do instead: the total is never refused (negative or huge entries are
-  read as they are, after the threshold), so a liar cannot make the step
-  fail the run or get an honest client rejected; the bounds always lie on
+  read as they are, after the threshold), so a liar cannot get an honest
+  client rejected, and fails the run only by cancelling the honest mass of
+  some feature and of the rows' range (a negative count in every bin that
+  holds rows: a denial of service any participant of secure aggregation
+  has, by a total that fails its check); the bounds always lie on
   the grid, finite and ``low < high``, so at worst they are as wide as the
   grid (``+-10^HIGHEST_EXP``: the rounds' noise then swamps the sums) or,
   with more mass than all honest rows, off the data; a liar moves a bound
@@ -73,11 +88,21 @@ def grid_edges() -> np.ndarray:
 
 #: Bins per feature: one more than the edges (the two outer bins are unbounded).
 BINS = len(grid_edges()) + 1
+#: Histograms beyond the features': of the rows' smallest and of their largest values.
+RANGE_HISTOGRAMS = 2
+
+
+def histograms(dim: int) -> int:
+    """The number of histograms for ``dim`` features: one each, and the rows' range."""
+    return dim + RANGE_HISTOGRAMS
 
 
 def feature_histogram(X: np.ndarray) -> np.ndarray:
-    """Each feature's count of rows per bin of :func:`grid_edges`, shape (d, :data:`BINS`)."""
+    """Counts of rows per bin of :func:`grid_edges`, shape (d + 2, :data:`BINS`): each
+    feature's, then those of each row's smallest and largest value."""
     X = np.asarray(X, dtype=np.float64)
+    if X.shape[1]:
+        X = np.column_stack([X, X.min(axis=1), X.max(axis=1)])
     bins = np.searchsorted(grid_edges(), X, side="right")  # bin j: [edge j-1, edge j)
     offsets = np.arange(X.shape[1]) * BINS
     return np.bincount((bins + offsets).ravel(), minlength=X.shape[1] * BINS
@@ -85,12 +110,12 @@ def feature_histogram(X: np.ndarray) -> np.ndarray:
 
 
 def sensitivity(dim: int) -> float:
-    """The histogram's L2 sensitivity to one row: ``sqrt(d)``."""
-    return math.sqrt(dim)
+    """The histograms' L2 sensitivity to one row: ``sqrt(d + 2)``."""
+    return math.sqrt(histograms(dim))
 
 
 def noise_scale(noise_multiplier: float, dim: int, threshold: int = 1) -> float:
-    """The noise per bin: ``z_b sqrt(d)``, and a client's share of it ``/ sqrt(t)`` (distributed)."""
+    """The noise per bin: ``z_b sqrt(d + 2)``, and a client's share of it ``/ sqrt(t)`` (distributed)."""
     return noise_multiplier * sensitivity(dim) / math.sqrt(threshold)
 
 
@@ -111,14 +136,28 @@ def _kept_counts(histogram: np.ndarray, sigma: float) -> np.ndarray:
     return np.where(kept, np.maximum(counts, 0.0), 0.0)
 
 
-def bounds_from_histogram(histogram: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray, int]:
-    """Per-feature low and high bounds from a noisy (d, BINS) histogram (see the module docstring).
+def bounds_from_histogram(histogram: np.ndarray, sigma: float
+                          ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Per-feature low and high bounds from the noisy (d + 2, BINS) histograms (see the module
+    docstring).
 
-    Returns the bounds and the number of features that got the whole grid
-    (no bin above the threshold).
+    Returns the bounds, the number of features that took the rows' range (no
+    bin of their own above the threshold) and the number that got the whole
+    grid (nor any of the range's).
     """
+    low, high, empty = _quantile_bounds(_kept_counts(histogram, sigma))
+    features = len(low) - RANGE_HISTOGRAMS
+    (range_low, _), (_, range_high) = ((low[j], high[j]) for j in (features, features + 1))
+    borrowed = empty[:features]
+    low = np.where(borrowed, range_low, low[:features])
+    high = np.where(borrowed, range_high, high[:features])
+    whole = borrowed & (low == grid_edges()[0]) & (high == grid_edges()[-1])
+    return low, high, int(borrowed.sum() - whole.sum()), int(whole.sum())
+
+
+def _quantile_bounds(kept: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each histogram's quantile bounds of its kept mass; the whole grid, flagged, where none."""
     edges = grid_edges()
-    kept = _kept_counts(histogram, sigma)
     total = kept.sum(axis=1)
     cumulative = np.cumsum(kept, axis=1)
     # Mass in an unbounded outer bin counts as in the grid's outermost bounded one, bin j
@@ -126,35 +165,35 @@ def bounds_from_histogram(histogram: np.ndarray, sigma: float) -> tuple[np.ndarr
     first = np.clip(np.argmax(cumulative > QUANTILE * total[:, None], axis=1), 1, BINS - 2)
     last = np.clip(np.argmax(cumulative >= (1 - QUANTILE) * total[:, None], axis=1), 1, BINS - 2)
     empty = total <= 0
-    low = np.where(empty, edges[0], edges[first - 1])
-    high = np.where(empty, edges[-1], edges[last])
-    return low, high, int(empty.sum())
+    return (np.where(empty, edges[0], edges[first - 1]), np.where(empty, edges[-1], edges[last]),
+            empty)
 
 
 def rms_distance(histogram: np.ndarray, sigma: float, low: np.ndarray, high: np.ndarray) -> float:
     """The rows' root-mean-square distance from the centre of the box ``low``-``high``, read off
-    the noisy (d, BINS) histogram (post-processing, no budget).
+    the noisy (d + 2, BINS) histograms (post-processing, no budget).
 
     ``E ||x - c||^2`` is the sum over the features of ``E (x_j - c_j)^2``,
     which each feature's histogram gives alone (whatever the features'
     dependence): the kept bins' counts (as :func:`bounds_from_histogram`
     keeps them) weigh each bin's middle, clipped into the box as the rows
     are. The middle of a bin is within 1/7 of its value of the rows in it
-    (a bin is 33 % wider than the one before). 0 when a feature has no kept bin.
-    It only places the private start's cells (:func:`~.start.cells`), so a
+    (a bin is 33 % wider than the one before). A feature with no kept bin
+    (its bounds the rows' range) counts as spread evenly over its bounds,
+    ``(high - low)^2 / 12``. It only places the private start's cells (:func:`~.start.cells`), so a
     liar's mass, which moves it as it moves the bounds, costs at most the
     start's fit, never privacy.
     """
     edges = grid_edges()
     middles = np.concatenate([[edges[0]], (edges[:-1] + edges[1:]) / 2, [edges[-1]]])
-    kept = _kept_counts(histogram, sigma)
-    centre = (np.asarray(low) + np.asarray(high)) / 2
-    squares = (np.clip(middles[None, :], np.asarray(low)[:, None], np.asarray(high)[:, None])
-               - centre[:, None]) ** 2
+    low, high = np.asarray(low), np.asarray(high)
+    kept = _kept_counts(np.asarray(histogram)[:len(low)], sigma)
+    centre = (low + high) / 2
+    squares = (np.clip(middles[None, :], low[:, None], high[:, None]) - centre[:, None]) ** 2
     total = kept.sum(axis=1)
-    if not np.all(total > 0):
-        return 0.0
-    return float(np.sqrt(((kept * squares).sum(axis=1) / total).sum()))
+    spread = np.where(total > 0, (kept * squares).sum(axis=1) / np.where(total > 0, total, 1.0),
+                      (high - low) ** 2 / 12)
+    return float(np.sqrt(spread.sum()))
 
 
 def bounds_text(low: np.ndarray, high: np.ndarray) -> str:

@@ -686,21 +686,26 @@ class PrivateRounds:
         """The bounds step (:mod:`fedcluster.privacy.bounds`): sets :attr:`bounds`, logs them and returns the
         exchange and the epsilon spent so far."""
         dim = self.dimension(strategy, federation)
+        shape = (private_bounds.histograms(dim), private_bounds.BINS)
         vector, sigma, exchange, epsilon = self.setup_step(
-            strategy, federation, "bounds", HISTOGRAM, None, dim * private_bounds.BINS,
+            strategy, federation, "bounds", HISTOGRAM, None, shape[0] * shape[1],
             private_bounds.sensitivity(dim))
-        low, high, empty = private_bounds.bounds_from_histogram(
-            vector.reshape(dim, private_bounds.BINS), sigma)
+        histogram = vector.reshape(shape)
+        low, high, borrowed, empty = private_bounds.bounds_from_histogram(histogram, sigma)
+        if empty:
+            raise RunFailed(f"bounds: {empty} of {dim} feature(s) had too few rows for the noise "
+                            f"(epsilon {epsilon:.4g} spent on them), nor had the rows' range: no "
+                            f"clustering would survive the rounds' noise in the whole grid; give "
+                            f"--data-bounds, a larger --dp-bounds-share or --dp-epsilon")
         self.bounds = private_bounds.bounds_text(low, high)
-        self.data_radius = private_bounds.rms_distance(
-            vector.reshape(dim, private_bounds.BINS), sigma, low, high)
+        self.data_radius = private_bounds.rms_distance(histogram, sigma, low, high)
         log(INFO, "bounds: estimated under DP (epsilon %.4g spent so far): %s; rows %.4g from "
             "their centre (root mean square)", epsilon, private_bounds.describe(low, high),
             self.data_radius)
-        if empty:
-            log(WARNING, "bounds: %d of %d feature(s) had too few rows for the noise and got the "
-                "whole grid (+-%g): give --data-bounds, or a larger --dp-bounds-share", empty, dim,
-                private_bounds.grid_edges()[-1])
+        if borrowed:
+            log(WARNING, "bounds: %d of %d feature(s) had too few rows in any bin for the noise and "
+                "took the range of all features' values; --data-bounds would fit them closer",
+                borrowed, dim)
         return exchange, epsilon
 
     def private_start(self, strategy: ClusteringStrategy, federation: Federation
