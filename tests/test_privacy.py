@@ -912,14 +912,15 @@ def test_a_client_that_requires_dp_refuses_a_request_without_it():
         respond(parts[0], request, {"dp-require": "any"})
 
 
-def masked_request(parts, inner_config: dict) -> tuple:
-    """Three clients through setup and share (threshold 2); node 0's masked request of ``inner_config``."""
+def masked_request(parts, inner_config: dict, threshold: int = 2) -> tuple:
+    """Three clients through setup and share (``threshold``); node 0's masked request of
+    ``inner_config``."""
     federation = InMemoryFederation(parts)
     base = {secagg.ID_KEY: "a"}
     keys = {n: respond(parts[n], Request(secagg.SETUP, base), {}, federation.sessions[n], n).payload
             for n in range(3)}
     shares = {n: respond(parts[n], Request(secagg.SHARE, {
-        **base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": 2, "neighbours": 0,
+        **base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": threshold, "neighbours": 0,
         "participants": 3, "pk1": [keys[m]["pk1"] for m in range(3)],
         "pk2": [keys[m]["pk2"] for m in range(3)]}), {}, federation.sessions[n], n).payload
         for n in range(3)}
@@ -932,7 +933,7 @@ def masked_request(parts, inner_config: dict) -> tuple:
 
 
 def test_a_client_never_sends_a_distributed_share_with_less_noise_than_its_own():
-    """Its own share is z Delta / sqrt(t), t the threshold it accepted at the share stage (2):
+    """Its own share is z Delta / sqrt(t), t the threshold it accepted at the share stage (2, then 3):
     noise 0, or a hair below, is refused naming both; exactly its own is answered. The same
     request outside secure aggregation is refused whatever its noise."""
     _, parts = s1_parts(clients=3)
@@ -947,6 +948,14 @@ def test_a_client_never_sends_a_distributed_share_with_less_noise_than_its_own()
                                                           f"this client's own share {own:g}")):
             respond(parts[0], request, {}, session, 0)
     request, session = masked_request(parts, {**inner, "dp-client-noise": own})
+    assert "masked" in respond(parts[0], request, {}, session, 0).payload
+    # The threshold of all three (distributed DP's default): accepted, its share z Delta / sqrt(3).
+    all_three = client_noise_scale(z, Clipping.declared(BOUNDS, 0.0, 2), 3)
+    assert all_three == pytest.approx(own * math.sqrt(2 / 3), rel=1e-12)
+    request, session = masked_request(parts, {**inner, "dp-client-noise": all_three * (1 - 1e-9)}, 3)
+    with pytest.raises(ProtocolError, match=r"below this client's own share .* / sqrt\(threshold 3\)"):
+        respond(parts[0], request, {}, session, 0)
+    request, session = masked_request(parts, {**inner, "dp-client-noise": all_three}, 3)
     assert "masked" in respond(parts[0], request, {}, session, 0).payload
     # Too few rounds for the multiplier's epsilon, or a floor above the request's: refused.
     request, session = masked_request(parts, {**inner, "dp-client-noise": own, "dp-rounds": 30})
