@@ -94,7 +94,7 @@ def score(X: np.ndarray, centroids: np.ndarray) -> float:
 
 
 def fedcluster_run(parts, k, bounds, epsilon, seed, rounds, mode, init="random",
-                   private_bounds=False, start_share=0.0, threshold=0.5) -> np.ndarray:
+                   private_bounds=False, start_share=0.0, threshold=0.0) -> np.ndarray:
     from fedcluster.config import RunConfig
     from fedcluster.client.memory import InMemoryFederation
     from fedcluster.config import build_strategy
@@ -227,8 +227,11 @@ def footer(meta: dict) -> str:
     start = f", init {meta['init']}" if meta.get("init", "random") != "random" else ""
     if meta.get("start_share"):
         start += f" (dp-start-share {meta['start_share']:g})"
-    if meta.get("distributed_threshold", 0.5) != 0.5:
-        start += f", distributed runs' secagg-threshold {meta['distributed_threshold']:g}"
+    # Files from before the automatic default ran their distributed runs at 0.5.
+    if meta.get("distributed") and (threshold := meta.get("distributed_threshold", 0.5)):
+        start += f", distributed runs' secagg-threshold {threshold:g}"
+    elif meta.get("distributed"):
+        start += ", distributed runs' secagg-threshold automatic (0)"
     bounds = f"{meta['bounds']} (DP runs: estimated)" if meta.get("private_bounds") else meta["bounds"]
     cost = "".join(f"; a {mode} run {low:.1f}-{high:.1f} CPU s (median {mid:.1f})"
                    for mode, (low, mid, high) in meta.get("run_cpu_s", {}).items())
@@ -264,9 +267,10 @@ def main(argv=None) -> None:
     parser.add_argument("--distributed-seeds", type=int, default=3,
                         help="seeds of the distributed runs (secure aggregation costs ~1 s a round)")
     parser.add_argument("--distributed-datasets", default="s1")
-    parser.add_argument("--distributed-threshold", type=float, default=0.5,
-                        help="the distributed runs' secagg-threshold (its default: 0.5); each "
-                        "client's noise share is sized for that many survivors")
+    parser.add_argument("--distributed-threshold", type=float, default=0.0,
+                        help="the distributed runs' secagg-threshold (0, its default: all of "
+                        "them below 20 clients); each client's noise share is sized for that "
+                        "many survivors")
     parser.add_argument("--secagg-cost", default="",
                         help="numbers of clients, e.g. 10,30: measure secure aggregation instead")
     parser.add_argument("--neighbours", default="auto,0",

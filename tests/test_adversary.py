@@ -160,10 +160,13 @@ def test_a_garbage_masked_vector_fails_the_round_by_its_total(s1_five, flwr_log,
 def test_random_unmasking_shares_are_outvoted_and_their_sender_named(s1_five, flwr_log, dp):
     """5 clients, threshold 3: each secret has 5 shares, 4 of them honest (more than
     (5 + 3 - 1) / 2): the majority's polynomial is used and the liar is named. Its own
-    vector is honest here, so the total is every client's."""
+    vector is honest here, so the total is every client's. (Distributed DP's default
+    threshold is all 5, which leaves no share to outvote with: the next test; 0.6 is set.)"""
     parts, configs, start = s1_five
     grid, liar = hostile_grid(configs, "shares-random")
     extra = {} if dp == "off" else {"dp": dp, "dp-epsilon": 1.0}
+    if dp == "distributed":
+        extra["secagg-threshold"] = 0.6
     result = build_strategy(settings(start, **extra)).fit(FlowerFederation(grid))
     named = rejected(flwr_log)
     assert set(named) == {str(liar)}
@@ -176,6 +179,23 @@ def test_random_unmasking_shares_are_outvoted_and_their_sender_named(s1_five, fl
         assert result.n_points == 5000 and np.array_equal(result.counts, plain.counts)
     else:  # fresh noise (never the same twice): the noisy counts add up to about the 5000 rows
         assert abs(result.n_points - 5000) < 300
+
+
+def test_under_a_threshold_of_all_random_shares_fail_the_round_by_the_totals_check(
+        s1_five, flwr_log):
+    """Distributed DP's default threshold is every participant (5 of 5): each secret has
+    exactly 5 shares, so a wrong one cannot be told from the others; the wrong masks make the
+    total garbage, which its check refuses. The round fails in one line naming every
+    participant (whose shares were wrong cannot be told): never a model from that total, and
+    nothing unmasked but the total of all five."""
+    _, configs, start = s1_five
+    grid, _ = hostile_grid(configs, "shares-random")
+    with pytest.raises(RunFailed, match=r"^round 1: secure aggregation: the secure total failed "
+                                        r"its check: .* participants: node\(s\) \d+, \d+, \d+, "
+                                        r"\d+, \d+\)$"):
+        build_strategy(settings(start, dp="distributed", **{"dp-epsilon": 1.0})
+                       ).fit(FlowerFederation(grid))
+    assert rejected(flwr_log) == {}
 
 
 def test_random_shares_without_a_majority_to_outvote_them_fail_the_round(s1_five, flwr_log):
@@ -245,8 +265,8 @@ def test_false_accusations_cost_the_accused_and_the_log_names_the_accuser_each_t
     fail after the 2 restarts, with its name in every accusation."""
     parts, configs, start = s1_five
     grid, liar = hostile_grid(configs, "accuse-one")
-    with pytest.raises(RunFailed, match=r"^round 1: secure aggregation: key shares still "
-                                        r"unreadable after 2 restarts: node \d+: its encrypted "
+    with pytest.raises(RunFailed, match=r"^round 1: secure aggregation: key shares "
+                                        r"unreadable, still after 2 restarts: node \d+: its encrypted "
                                         rf"key shares could not be read by 1 receiver\(s\) "
                                         rf"\(node\(s\) {liar}; "):
         build_strategy(settings(start)).fit(FlowerFederation(grid))

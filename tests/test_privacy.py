@@ -42,7 +42,8 @@ from fedcluster.privacy.checks import TotalCheck
 from fedcluster.privacy.accountant import calibrate, epsilon_spent
 from fedcluster.methods.ffcm.client import FUZZY_SUMS
 from fedcluster.privacy.kinds import SUMS
-from fedcluster.privacy.mechanism import Clipping, add_noise, centroids_from_totals, parse_bounds
+from fedcluster.privacy.mechanism import (Clipping, add_noise, centroids_from_totals,
+                                         client_noise_scale, parse_bounds)
 from fedcluster.strategies.private import SecureSum
 from fedcluster.server.artifacts import read_model, write_run
 from harness.inprocess import InProcessGrid
@@ -198,6 +199,130 @@ def test_a_client_that_drops_out_mid_round_leaves_the_total_of_the_others():
                                         "inputs, 5 needed"):
         SecureSum(strategy, probe, list(range(7)), inner, ("counts", "n"), K + 1, what="round 1",
                   verify=check(("counts", "n"))).run()
+
+
+def stage_asks(probe: Probe, kind: str) -> list[dict]:
+    """Every per-node request dict of the probe's stages of ``kind``, one per try."""
+    return [asked for asked in probe.asked
+            if isinstance(asked, dict) and next(iter(asked.values())).kind == kind]
+
+
+def test_distributed_dp_restarts_without_a_dropout_and_sizes_the_noise_for_all_left(flwr_log):
+    """Under distributed DP the default threshold is every participant (6 of 6), so each
+    client's share totals central's noise. A client lost after the key exchange stops the try
+    before any unmasking request goes out; the aggregation starts again without it, every
+    client is asked for sigma / sqrt(5), and the budget counts the one round once."""
+    _, parts = s1_parts(clients=6)
+    probe = Probe(InMemoryFederation(parts), drop={3: secagg.MASKED})
+    result = build_strategy(config(**{"dp": "distributed", "secure-aggregation": True,
+                                      "num-server-rounds": 1})).fit(probe)
+    assert result.rounds == 1 and result.history[-1].epsilon == pytest.approx(1.0, abs=2e-3)
+    shares, masked = stage_asks(probe, secagg.SHARE), stage_asks(probe, secagg.MASKED)
+    assert [sorted(s) for s in shares] == [list(range(6)), [0, 1, 2, 4, 5]]
+    assert [{r.config["threshold"] for r in s.values()} for s in shares] == [{6}, {5}]
+    clipping = Clipping.declared(BOUNDS, 0.0, 2)
+    for attempt, t in zip(masked, (6, 5)):
+        z = next(iter(attempt.values())).config["dp-noise-multiplier"]
+        assert [r.config["dp-client-noise"] for r in attempt.values()] == \
+            pytest.approx([client_noise_scale(z, clipping, t)] * len(attempt), rel=1e-12)
+    # Nothing of the lost try is unmasked: the one unmasking is the second try's, of all five.
+    unmask = stage_asks(probe, secagg.UNMASK)
+    assert len(unmask) == 1 and sorted(unmask[0]) == [0, 1, 2, 4, 5]
+    # Each try's five answered with their masked vector: none refused its share.
+    assert sum("masked" in (a.summary.payload or {}) for a in probe.seen if a.summary) == 10
+    lines = [r.getMessage() for r in flwr_log]
+    assert any(line.startswith("round 1: secure aggregation starts again without node(s) 3 "
+                               "(participants lost at the masked inputs under a threshold of "
+                               "all 6") for line in lines), lines
+    assert "round 1: rejected node 3: the masked inputs: dropped out" in lines
+
+
+class DropEachTry(Probe):
+    """Drops, at each try's masked stage, the lowest node not dropped yet."""
+
+    def ask(self, request, node_ids, timeout):
+        if isinstance(request, dict) and request[node_ids[0]].kind == secagg.MASKED:
+            self.drop[min(set(node_ids) - set(self.drop))] = secagg.MASKED
+        return super().ask(request, node_ids, timeout)
+
+
+def test_dropouts_that_go_on_or_a_lost_quorum_fail_the_round_in_one_line():
+    _, parts = s1_parts(clients=6)
+    inner = Request(SUMS, {"chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0,
+                           "dp-client-noise": 0.0, "min-cluster-size": 2}, parts[0][:K])
+    strategy = build_strategy(config(**{"dp": "distributed", "secure-aggregation": True}))
+    with pytest.raises(RunFailed, match=r"^round 1: secure aggregation: participants lost at the "
+                                        r"masked inputs under a threshold of all 4 of each "
+                                        r"neighbourhood, still after 2 restarts: node 2: "
+                                        r"dropped out$"):
+        SecureSum(strategy, DropEachTry(InMemoryFederation(parts)), list(range(6)), inner,
+                  ("counts", "n"), K + 1, what="round 1", verify=check(("counts", "n"))).run()
+    # Restarts never go below the quorum (min-answer-fraction 0.8: 5 of 6).
+    strategy = build_strategy(config(**{"dp": "distributed", "secure-aggregation": True,
+                                        "min-answer-fraction": 0.8}))
+    probe = Probe(InMemoryFederation(parts), drop={1: secagg.MASKED, 4: secagg.MASKED})
+    with pytest.raises(RunFailed, match="secure aggregation: 4 of 6 clients left at the masked "
+                                        "inputs, 5 needed"):
+        SecureSum(strategy, probe, list(range(6)), inner, ("counts", "n"), K + 1,
+                  what="round 1", verify=check(("counts", "n"))).run()
+
+
+def test_a_set_threshold_tolerates_a_dropout_without_a_restart():
+    """--secagg-threshold 0.6 is the user's: 3 of 5, so one client lost leaves the round going
+    in the same try, each share sized for 3 (more noise than central's)."""
+    _, parts = s1_parts(clients=5)
+    probe = Probe(InMemoryFederation(parts), drop={2: secagg.MASKED})
+    result = build_strategy(config(**{"dp": "distributed", "secure-aggregation": True,
+                                      "secagg-threshold": 0.6, "num-server-rounds": 1})).fit(probe)
+    assert result.rounds == 1
+    assert len(stage_asks(probe, secagg.SETUP)) == 1
+    (share,), (masked,) = stage_asks(probe, secagg.SHARE), stage_asks(probe, secagg.MASKED)
+    assert {r.config["threshold"] for r in share.values()} == {3}
+    z = masked[0].config["dp-noise-multiplier"]
+    assert masked[0].config["dp-client-noise"] == pytest.approx(
+        client_noise_scale(z, Clipping.declared(BOUNDS, 0.0, 2), 3), rel=1e-12)
+    assert sorted(stage_asks(probe, secagg.UNMASK)[0]) == [0, 1, 3, 4]
+
+
+def test_under_a_threshold_of_all_no_server_gets_the_total_of_fewer():
+    """The default under distributed DP on the complete graph: t = m. A server that holds all
+    four masked vectors and claims node 3 dropped is refused by every survivor; the shares it
+    can have without node 3 (all four named survivors) are three of each seed, which rebuild
+    none: neither the total of the other three nor anyone's vector can be unmasked."""
+    assert secagg.graph_rule(secagg.AUTO, 4, 0.5, all_on_complete=True) == (3, 4)
+    assert secagg.graph_rule(secagg.AUTO, 40, 0.5, all_on_complete=True) == \
+        secagg.auto_graph(40, 0.5)  # SecAgg+: a neighbourhood's majority stays
+    _, parts = s1_parts(clients=4)
+    federation = InMemoryFederation(parts)
+    sessions, nodes, base = federation.sessions, list(range(4)), {secagg.ID_KEY: "a"}
+    keys = {n: respond(parts[n], Request(secagg.SETUP, base), {}, sessions[n], n).payload
+            for n in nodes}
+    shares = {n: respond(parts[n], Request(secagg.SHARE, {
+        **base, "nodes": secagg.node_bytes(nodes), "threshold": 4, "neighbours": 0,
+        "participants": 4, "pk1": [keys[m]["pk1"] for m in nodes],
+        "pk2": [keys[m]["pk2"] for m in nodes]}), {}, sessions[n], n).payload for n in nodes}
+    for n in nodes:
+        sources = [m for m in nodes if m != n]
+        respond(parts[n], Request(secagg.MASKED, {
+            "chunk-size": 4096, "data-bounds": "", "dp-clip": 0.0, "dp-client-noise": 0.0,
+            "min-cluster-size": 2, **base, secagg.INNER_KIND_KEY: SUMS,
+            secagg.FIELDS_KEY: "counts", secagg.BITS_KEY: 24, "src": secagg.node_bytes(sources),
+            "ct": [shares[m]["ct"][secagg.node_list(shares[m]["dst"]).index(n)] for m in sources]},
+            parts[0][:K]), {}, sessions[n], n)
+    seeds = {n: bytes.fromhex(secagg._load(sessions[n])["seed"]) for n in nodes}
+    lying = Request(secagg.UNMASK, {**base, "survivors": secagg.node_bytes([0, 1, 2]),
+                                    "dropped": secagg.node_bytes([3])})
+    for n in (0, 1, 2):
+        with pytest.raises(ProtocolError, match="3 survivors, fewer than the threshold 4"):
+            respond(parts[n], lying, {}, sessions[n], n)
+    honest = Request(secagg.UNMASK, {**base, "survivors": secagg.node_bytes(nodes),
+                                     "dropped": secagg.node_bytes([])})
+    got = {n: respond(parts[n], honest, {}, sessions[n], n).payload["shares"] for n in (0, 1, 2)}
+    for owner in nodes:
+        held = [(n, got[n][owner]) for n in (0, 1, 2)]
+        with pytest.raises(ProtocolError, match="3 shares, 4 needed"):
+            secagg.rebuild_secret(held, 4)
+        assert secagg.combine_secret([share for _, share in held]) != seeds[owner]
 
 
 def test_a_client_never_sends_both_shares_of_one_node():
@@ -787,14 +912,15 @@ def test_a_client_that_requires_dp_refuses_a_request_without_it():
         respond(parts[0], request, {"dp-require": "any"})
 
 
-def masked_request(parts, inner_config: dict) -> tuple:
-    """Three clients through setup and share (threshold 2); node 0's masked request of ``inner_config``."""
+def masked_request(parts, inner_config: dict, threshold: int = 2) -> tuple:
+    """Three clients through setup and share (``threshold``); node 0's masked request of
+    ``inner_config``."""
     federation = InMemoryFederation(parts)
     base = {secagg.ID_KEY: "a"}
     keys = {n: respond(parts[n], Request(secagg.SETUP, base), {}, federation.sessions[n], n).payload
             for n in range(3)}
     shares = {n: respond(parts[n], Request(secagg.SHARE, {
-        **base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": 2, "neighbours": 0,
+        **base, "nodes": secagg.node_bytes([0, 1, 2]), "threshold": threshold, "neighbours": 0,
         "participants": 3, "pk1": [keys[m]["pk1"] for m in range(3)],
         "pk2": [keys[m]["pk2"] for m in range(3)]}), {}, federation.sessions[n], n).payload
         for n in range(3)}
@@ -807,7 +933,7 @@ def masked_request(parts, inner_config: dict) -> tuple:
 
 
 def test_a_client_never_sends_a_distributed_share_with_less_noise_than_its_own():
-    """Its own share is z Delta / sqrt(t), t the threshold it accepted at the share stage (2):
+    """Its own share is z Delta / sqrt(t), t the threshold it accepted at the share stage (2, then 3):
     noise 0, or a hair below, is refused naming both; exactly its own is answered. The same
     request outside secure aggregation is refused whatever its noise."""
     _, parts = s1_parts(clients=3)
@@ -822,6 +948,14 @@ def test_a_client_never_sends_a_distributed_share_with_less_noise_than_its_own()
                                                           f"this client's own share {own:g}")):
             respond(parts[0], request, {}, session, 0)
     request, session = masked_request(parts, {**inner, "dp-client-noise": own})
+    assert "masked" in respond(parts[0], request, {}, session, 0).payload
+    # The threshold of all three (distributed DP's default): accepted, its share z Delta / sqrt(3).
+    all_three = client_noise_scale(z, Clipping.declared(BOUNDS, 0.0, 2), 3)
+    assert all_three == pytest.approx(own * math.sqrt(2 / 3), rel=1e-12)
+    request, session = masked_request(parts, {**inner, "dp-client-noise": all_three * (1 - 1e-9)}, 3)
+    with pytest.raises(ProtocolError, match=r"below this client's own share .* / sqrt\(threshold 3\)"):
+        respond(parts[0], request, {}, session, 0)
+    request, session = masked_request(parts, {**inner, "dp-client-noise": all_three}, 3)
     assert "masked" in respond(parts[0], request, {}, session, 0).payload
     # Too few rounds for the multiplier's epsilon, or a floor above the request's: refused.
     request, session = masked_request(parts, {**inner, "dp-client-noise": own, "dp-rounds": 30})

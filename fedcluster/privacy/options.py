@@ -65,10 +65,16 @@ DPRounds = Annotated[int, Field(
 SecureAggregation = Annotated[bool, Field(
     False, description="the server learns only the round's total of the clients' sums, counts "
     "and squared distances (SecAgg; dwf, ewf, fedkmeans, ffcm-avg1 in their one-step sum form)")]
+#: ``secagg-threshold`` left to the run: :func:`threshold_setting` chooses it.
+AUTO_THRESHOLD = 0.0
 SecAggThreshold = Annotated[float, Field(
-    0.5, gt=0.0, le=1.0, description="share of a round's participants (with "
+    AUTO_THRESHOLD, ge=0.0, le=1.0, description="share of a round's participants (with "
     "--secagg-neighbours: of each participant and its neighbours) whose key shares rebuild a "
-    "mask (at least a majority); up to the rest may drop out mid-round")]
+    "mask (at least a majority); up to the rest may drop out mid-round, each client's "
+    "distributed noise is sized for that many; 0: all of them under --dp distributed with "
+    "SecAgg's complete graph (below 20 participants, or --secagg-neighbours 0: the noise then "
+    "totals central's, and a participant lost mid-round makes the aggregation start again "
+    "without it), else 0.5")]
 SecAggNeighbours = Annotated[int, Field(
     -1, ge=-1, description="SecAgg+: each participant exchanges keys, key shares and masks with "
     "this many others only, its neighbours in a ring the server draws anew each aggregation "
@@ -79,6 +85,30 @@ SecAggNeighbours = Annotated[int, Field(
 SecAggFractionBits = Annotated[int, Field(
     24, ge=0, le=60, description="fixed-point fraction bits of secure aggregation (precision "
     "2^-(bits+1) per value and client; values up to 2^(90 - bits))")]
+
+
+def threshold_setting(options: Any) -> tuple[float, bool]:
+    """The ``secagg-threshold`` fraction in force, and whether the threshold is every participant
+    wherever the graph is SecAgg's complete one (:func:`~.secagg.graph_rule`).
+
+    A threshold the user sets is theirs: their trade of dropouts tolerated
+    against noise. :data:`AUTO_THRESHOLD` is a majority (0.5), except under
+    ``dp = distributed`` on the complete graph (below 20 participants, or
+    ``secagg-neighbours`` 0), where it is all ``m`` participants. Each client's
+    noise share is sized for the threshold (``sigma / sqrt(t)``, so that any
+    ``t`` survivors' total holds the accountant's variance), so a total of all
+    ``m`` carries ``m / t`` times central's variance, and with ``t = m``
+    exactly central's: the server can then unmask nothing but the total of all
+    of them, and a participant lost mid-round makes the aggregation start again
+    without it before anything is released
+    (:meth:`~fedcluster.strategies.private.SecureSum.enough`). On SecAgg+'s
+    sparse graph the noise is a neighbourhood's (``m / t`` is large whatever
+    ``t``) and a threshold of a whole neighbourhood would make any one of many
+    participants lost restart the aggregation, so the majority stays.
+    """
+    if options.secagg_threshold != AUTO_THRESHOLD:
+        return options.secagg_threshold, False
+    return 0.5, options.dp == "distributed"
 
 
 def privacy_on(options: Any) -> bool:

@@ -39,8 +39,10 @@ surviving neighbours hold. One aggregation is four request rounds (stages):
 
 ``t`` is ``secagg-threshold`` times the neighbourhood's ``n`` clients
 (every participant under SecAgg), rounded up, and at least a majority and at
-least 2 (by default, where the graph is sparse, at least what
-:func:`auto_graph` needs against corrupt neighbours too): each client
+least 2 (by default a majority, where the graph is sparse at least what
+:func:`auto_graph` needs against corrupt neighbours too, and under
+distributed DP on the complete graph all ``m``:
+:func:`~.options.threshold_setting`): each client
 refuses a smaller ``t``, so that no server can
 reconstruct a client's private mask with the shares of a minority of its
 neighbourhood. A client checks what it can of the graph: it is in its
@@ -51,7 +53,9 @@ distinct, and later ciphertexts and unmasking lists name its neighbours only.
 Dropout tolerance is per neighbourhood: clients that drop out after stage 2
 do not stop the round as long as every participant's neighbourhood keeps
 ``t`` survivors (under SecAgg: ``m - t`` of the ``m`` may drop); one that
-drops before stage 2 is simply not a participant. Per client a round costs
+drops before stage 2 is simply not a participant. A ``t`` of the whole
+neighbourhood tolerates none: the server then starts the aggregation again
+without the lost (:meth:`~fedcluster.strategies.private.SecureSum.enough`). Per client a round costs
 ``O(d)`` key agreements, shares and ciphertexts instead of ``O(m)``. The
 price (as in Bell et al.): the server learns the total of each connected
 part of the surviving clients' graph. The ring is ``d``-connected, so fewer
@@ -325,19 +329,25 @@ def graph_degree(setting: int, parties: int) -> int:
     return parties - 1 if setting <= 0 or even >= parties - 1 else even
 
 
-def graph_rule(setting: int, parties: int, fraction: float) -> tuple[int, int]:
+def graph_rule(setting: int, parties: int, fraction: float, *, all_on_complete: bool = False
+               ) -> tuple[int, int]:
     """The degree ``d`` and the threshold ``t`` of an aggregation among ``parties`` participants.
 
     ``setting`` is ``secagg-neighbours``: :data:`AUTO` (the default) takes
     both from :func:`auto_graph`; a number the user set wins (its degree is
     :func:`graph_degree`'s, its threshold ``secagg-threshold`` ``fraction`` of
     the ``d + 1`` clients of a neighbourhood, :func:`threshold_for`), even
-    where it is below what :func:`auto_graph` would choose.
+    where it is below what :func:`auto_graph` would choose. With
+    ``all_on_complete`` (the default threshold under distributed DP,
+    :func:`~.options.threshold_setting`) ``t`` is every participant wherever
+    the graph is the complete one.
     """
     if setting == AUTO:
-        return auto_graph(parties, fraction)
-    degree = graph_degree(setting, parties)
-    return degree, threshold_for(fraction, degree + 1)
+        degree, threshold = auto_graph(parties, fraction)
+    else:
+        degree = graph_degree(setting, parties)
+        threshold = threshold_for(fraction, degree + 1)
+    return degree, parties if all_on_complete and degree == parties - 1 else threshold
 
 
 @functools.lru_cache(maxsize=1024)

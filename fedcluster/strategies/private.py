@@ -41,7 +41,24 @@ holds the request to: :mod:`fedcluster.local.private`): the total noise has vari
 aggregation needs answer, so the accountant's ``sigma`` is a lower bound
 (under SecAgg+ ``t`` is a neighbourhood's: each client adds more noise, and
 each part of the survivors whose total the server could learn holds ``t`` or
-more clients, so the bound holds for each part too). Each client's share is
+more clients, so the bound holds for each part too). By default ``t = m`` on
+SecAgg's complete graph (:func:`~fedcluster.privacy.options.threshold_setting`), so the
+total of all ``m`` has exactly central's variance; a participant lost after
+the key exchange then stops the aggregation before anything is unmasked, and
+it starts again without it (:meth:`SecureSum.enough`): the aborted try
+releases nothing (no secret's ``t`` shares can reach the server) and spends no
+budget, and the new try's shares are sized for its own ``t``. A server that
+claims dropouts gains nothing from the claim: with ``t = m`` no client
+unmasks for fewer than all, so it learns the total of all of a try's
+participants or nothing; what a dishonest server can do besides (run an
+aggregation again, or more rounds than it said) it could do without the
+restart, and no client can check it (below). As under any threshold, the
+bound counts every participant's share as secret: a client that colludes
+with the server and reveals its own share takes its part out of the total's
+noise (a lower ``t`` left ``m - t`` such shares to spare when all ``m``
+answered), and with ``t = m`` no unmasking share is spare either: one
+participant's wrong shares fail the round (the total's check) where a lower
+``t`` outvotes them (``secagg-threshold`` set, e.g. 0.6, keeps that). Each client's share is
 a discrete Gaussian on the grid, so the masked total of the shares is exact
 on the grid too; but a sum of discrete Gaussians is close to, not exactly,
 a discrete Gaussian (Kairouz, Liu & Steinke 2021, "The distributed discrete
@@ -92,6 +109,7 @@ from ..privacy.kinds import (CELL_SUMS, CLIENT_NOISE_KEY, DIMENSION, HISTOGRAM, 
                              SETUP_NOISE_KEY, STEP_NOISE_KEY, SUMS)
 from ..privacy.mechanism import (Clipping, add_noise, centroids_from_totals, client_noise_scale,
                                  discrete_gaussian, parse_bounds)
+from ..privacy.options import threshold_setting
 from ..results import RunResult
 from .progress import StateError, state_array, state_entry
 
@@ -161,19 +179,22 @@ def _payload_bytes(values: Any) -> int:
     return 8
 
 
-#: Times one aggregation starts again without the senders whose key shares their receivers
-#: could not read: a liar costs each aggregation one restart, several liars a few; more
-#: means the accusations do not stop, and the round fails naming the accused.
+#: Times one aggregation starts again without the participants it lost: the senders whose key
+#: shares their receivers could not read (a liar costs each aggregation one restart, several
+#: liars a few), or, under a threshold of a whole neighbourhood, those that dropped out; more
+#: means the accusations or the dropouts do not stop, and the round fails naming them.
 MAX_RESTARTS = 2
 
 
 class _Restart(Exception):
-    """The masked stage named senders of unreadable key shares: begin again without them."""
+    """A try lost participants it cannot do without: begin again without them."""
 
-    def __init__(self, dropped: dict[int, str]) -> None:
-        super().__init__()
+    def __init__(self, dropped: dict[int, str], why: str) -> None:
+        super().__init__(why)
         #: Node to leave out of the next try -> why.
         self.dropped = dropped
+        #: What stopped the try (the failure's message if the restarts run out).
+        self.why = why
 
 
 class SecureSum:
@@ -190,7 +211,9 @@ class SecureSum:
     its neighbours in :func:`~fedcluster.privacy.secagg.neighbour_graph`, the
     only ones it exchanges keys, shares and masks with: all of them under
     SecAgg; the degree and the threshold are
-    :func:`~fedcluster.privacy.secagg.graph_rule`'s for ``secagg-neighbours``).
+    :func:`~fedcluster.privacy.secagg.graph_rule`'s for ``secagg-neighbours``);
+    a threshold of a whole neighbourhood tolerates no loss: the try starts
+    again without the lost (:meth:`enough`).
     ``inner_config(threshold)``, if given, adds to the inner request's config
     once the threshold is known (distributed noise).
 
@@ -214,7 +237,9 @@ class SecureSum:
       owner's neighbourhood, and every secret is rebuilt from all its shares
       (:func:`~fedcluster.privacy.secagg.rebuild_secret`): the senders of shares that disagree
       with the majority are rejected by name, and the majority's secret is
-      used (their own masked vectors stay in the total);
+      used (their own masked vectors stay in the total); under a threshold
+      of a whole neighbourhood (distributed DP's default) no share is spare
+      to outvote a wrong one, and the total's check below fails the round;
     * the total: ``verify(values, survivors, threshold)`` (:mod:`fedcluster.privacy.checks`)
       returns why the decoded values cannot be an honest total, "" if they
       can; a total that fails is never returned.
@@ -235,9 +260,11 @@ class SecureSum:
         Raises
         ------
         RunFailed
-            Fewer survivors than the quorum, or than the threshold in some
-            neighbourhood, masks that cannot be removed, accusations that go on
-            after :data:`MAX_RESTARTS` restarts, or a total that fails ``verify``
+            Fewer survivors than the quorum, or than a threshold below its
+            neighbourhood's size in some neighbourhood, masks that cannot be
+            removed, accusations or (under a threshold of a whole
+            neighbourhood) dropouts that go on after :data:`MAX_RESTARTS`
+            restarts, or a total that fails ``verify``
             (the message names the participants: whose vector or shares were
             dishonest cannot be told).
         """
@@ -251,14 +278,13 @@ class SecureSum:
             except _Restart as exc:
                 cost.aggregations += 1
                 exchange.rejected.update(exc.dropped)
-                accused = ", ".join(map(str, sorted(exc.dropped)))
                 if restart == MAX_RESTARTS:
-                    self.fail(f"key shares still unreadable after {MAX_RESTARTS} restarts: " + "; ".join(
+                    self.fail(f"{exc.why}, still after {MAX_RESTARTS} restarts: " + "; ".join(
                         f"node {node}: {reason.split(': ', 1)[1]}" for node, reason in exc.dropped.items()))
                 # Those that left this try for another reason stay out too.
                 participants = [n for n in participants if n not in exchange.rejected]
-                log(WARNING, "%s: secure aggregation starts again without node(s) %s", self.what,
-                    accused)
+                log(WARNING, "%s: secure aggregation starts again without node(s) %s (%s)",
+                    self.what, ", ".join(map(str, sorted(exc.dropped))), exc.why)
         values = secagg.decode(total, self.options.secagg_fraction_bits)
         if reason := self.verify(values, len(self.survivors), self.threshold):
             self.fail(f"the secure total failed its check: {reason}: a participant's masked vector "
@@ -286,7 +312,8 @@ class SecureSum:
         Raises
         ------
         _Restart
-            Receivers named senders whose key shares they could not read.
+            Receivers named senders whose key shares they could not read, or
+            participants were lost under a threshold of a whole neighbourhood.
         """
         rng = self.strategy.rng
         self.agg_id = uuid.UUID(int=int(rng.integers(2**63)) << 64 | int(rng.integers(2**63))).hex
@@ -311,10 +338,11 @@ class SecureSum:
         self.need(len(keys), self.quorum, "the key exchange")
         self.keys, self.members = keys, sorted(keys)
         parties = len(self.members)
+        fraction, all_on_complete = threshold_setting(options)
         self.degree, self.threshold = secagg.graph_rule(options.secagg_neighbours, parties,
-                                                        options.secagg_threshold)
+                                                        fraction, all_on_complete=all_on_complete)
         self.cost.note_graph(parties, self.degree, self.threshold, options.secagg_neighbours,
-                             options.secagg_threshold, self.what)
+                             fraction, self.what)
         # Fresh bits in the order's key: the graph must not be known before the run (auto_graph's
         # analysis places the corrupt clients independently of it), and the seeded id is knowable.
         self.graph = secagg.neighbour_graph(self.agg_id + os.urandom(16).hex(), self.members,
@@ -325,7 +353,8 @@ class SecureSum:
         """Stage 2: each node's encrypted shares for its neighbours, sorted into their inboxes."""
         shares = self.ask(secagg.SHARE, {n: self._share_request(n) for n in self.members},
                           self._check_shares)
-        self.need(len(shares), max(self.quorum, self.threshold), "the share exchange")
+        self.need(len(shares), self.quorum, "the share exchange")
+        self.enough(self.members, shares, "the share exchange")
         self.sharers = sorted(shares)
         self.inbox: dict[int, tuple[list[int], list[bytes]]] = {n: ([], []) for n in self.sharers}
         for source in self.sharers:
@@ -350,10 +379,11 @@ class SecureSum:
         self.accusations: dict[int, list[int]] = {}
         self.masked = self.ask(secagg.MASKED, requests, self._check_masked)
         if self.accusations:
-            raise _Restart(self._accused())
+            raise _Restart(self._accused(), "key shares unreadable")
         self.survivors = sorted(self.masked)
         self.dropped = [n for n in self.sharers if n not in self.masked]
-        self.need(len(self.survivors), max(self.quorum, self.threshold), "the masked inputs")
+        self.need(len(self.survivors), self.quorum, "the masked inputs")
+        self.enough(self.sharers, self.masked, "the masked inputs")
         for node in self.sharers:  # SecAgg+: per neighbourhood (implied by the line above under SecAgg)
             left = len(self.near[node] & set(self.survivors))
             if left < self.threshold:
@@ -371,7 +401,7 @@ class SecureSum:
             n: Request(secagg.UNMASK, {**self.base, "survivors": secagg.node_bytes(alive),
                                        "dropped": secagg.node_bytes(gone)})
             for n, (alive, gone) in split.items()}, self._check_unmask)
-        self.need(len(unmasks), self.threshold, "the unmasking")
+        self.enough(survivors, unmasks, "the unmasking")
         seed_shares: dict[int, list[tuple[int, bytes]]] = {n: [] for n in survivors}
         key_shares: dict[int, list[tuple[int, bytes]]] = {n: [] for n in dropped}
         wrong: set[int] = set()
@@ -437,6 +467,31 @@ class SecureSum:
         if count < minimum:
             self.fail(f"{count} of {len(self.exchange.sent)} clients left at {stage_name}, "
                       f"{minimum} needed")
+
+    def enough(self, asked: list[int], answered: Mapping[int, Any], stage_name: str) -> None:
+        """Fail, or start again without the lost (:class:`_Restart`), when ``asked`` lost
+        more at ``stage_name`` than the threshold tolerates.
+
+        A threshold below a neighbourhood's size is the user's tolerance:
+        fewer than ``t`` answers fail the round. A threshold of a whole
+        neighbourhood (``secagg-threshold`` 1, the default under distributed
+        DP) tolerates no loss: every secret's ``t`` shares are held by the
+        ``t`` members of its owner's neighbourhood, so once one of them is gone
+        the server can rebuild no secret and unmask nothing of this try. Its
+        survivors' vectors and noise shares stay masked and are never
+        released, and the budget counts only the try that succeeds; the next
+        try (fresh keys, a new id, noise shares sized for its own ``t``)
+        leaves the lost out.
+        """
+        lost = [n for n in asked if n not in answered]
+        if self.threshold <= self.degree:
+            self.need(len(answered), self.threshold, stage_name)
+        elif lost:
+            self.cost.dropped += len(lost)
+            raise _Restart({n: self.exchange.rejected.get(n, f"{stage_name}: dropped out")
+                            for n in lost},
+                           f"participants lost at {stage_name} under a threshold of all "
+                           f"{self.threshold} of each neighbourhood")
 
     @staticmethod
     def _check_keys(node, payload) -> None:
