@@ -189,7 +189,12 @@ def print_secagg_cost(args) -> None:
 
 
 def shown(values) -> str:
-    return f"{np.mean(values):.2f} / {np.median(values):.2f}" if values else "-"
+    """Mean / median of the runs that finished (NaN: the run failed, loudly), and how many failed."""
+    if not values:
+        return "-"
+    done = [v for v in values if not math.isnan(v)]
+    failed = f" ({len(values) - len(done)} of {len(values)} failed)" if len(done) < len(values) else ""
+    return (f"{np.mean(done):.2f} / {np.median(done):.2f}" if done else "failed") + failed
 
 
 def print_table(rows: list[dict], header: bool = True) -> None:
@@ -199,10 +204,10 @@ def print_table(rows: list[dict], header: bool = True) -> None:
         print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         central, distributed, reference = row["central"], row["distributed"], row["reference"]
-        ratio = f"{np.mean(distributed) / np.mean(central):.2f}" if distributed else "-"
+        ratio = f"{np.nanmean(distributed) / np.nanmean(central):.2f}" if distributed else "-"
         print(f"| {row['data']} | {row['split']} | {row['epsilon']} | {shown(central)} | "
               f"{shown(distributed)} | {shown(reference)} | "
-              f"{np.mean(central) / np.mean(reference):.2f} | {ratio} |", flush=True)
+              f"{np.nanmean(central) / np.mean(reference):.2f} | {ratio} |", flush=True)
 
 
 def print_summary(rows: list[dict], epsilon: str) -> None:
@@ -216,9 +221,9 @@ def print_summary(rows: list[dict], epsilon: str) -> None:
         if not mine:
             continue
         first = next(iter(mine.values()))
-        cells = [f"{np.mean(mine[split]['distributed']) / np.mean(mine[split]['central']):.2f}"
+        cells = [f"{np.nanmean(mine[split]['distributed']) / np.nanmean(mine[split]['central']):.2f}"
                  if split in mine and mine[split]["distributed"] else "-" for split in splits]
-        print(f"| {name} | {np.mean(first['central']) / np.mean(first['reference']):.2f} | "
+        print(f"| {name} | {np.nanmean(first['central']) / np.mean(first['reference']):.2f} | "
               + " | ".join(cells) + " |")
 
 
@@ -315,6 +320,7 @@ def run_grid(args, parser) -> None:
     from sklearn.cluster import KMeans as SKKMeans
 
     from fedcluster.data import load_dataset, partition_indices
+    from fedcluster.federation.base import RunFailed
     from fedcluster.privacy.mechanism import parse_bounds
 
     KMeans = _diffprivlib_kmeans()
@@ -342,9 +348,14 @@ def run_grid(args, parser) -> None:
             scores = []
             for s in range(seeds):
                 started = time.process_time()
-                centroids = fedcluster_run(parts, k, bounds, epsilon, s, args.rounds, mode,
-                                           args.init, args.private_bounds, args.start_share,
-                                           **threshold)
+                try:
+                    centroids = fedcluster_run(parts, k, bounds, epsilon, s, args.rounds, mode,
+                                               args.init, args.private_bounds, args.start_share,
+                                               **threshold)
+                except RunFailed as failed:  # too few rows for the noise: said, not scored
+                    print(f"{name} {mode} epsilon {epsilon:g} seed {s}: {failed}", flush=True)
+                    scores.append(math.nan)
+                    continue
                 cpu_s[mode].append(time.process_time() - started)
                 scores.append(score(X, centroids) / best)
             return scores
