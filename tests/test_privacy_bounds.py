@@ -110,6 +110,11 @@ def test_a_feature_spread_too_thin_for_the_noise_takes_the_rows_range():
     assert (borrowed, empty) == (1, 0)
     assert low[0] == low[1] and high[0] == high[1]  # the range of all the values
     assert -1e-6 <= low[0] <= 0.0 and 16.0 <= high[0] <= 16.0 * 10 ** (2 / bounds.STEPS_PER_DECADE)
+    # Half a range is none: with the maxima lost in the noise, feature 0 has no high bound.
+    thinned = bounds.feature_histogram(X)
+    thinned[3] = 0.0
+    low, high, borrowed, empty = bounds.bounds_from_histogram(thinned, sigma=120.0)
+    assert (borrowed, empty) == (0, 1) and high[0] == 10.0 ** bounds.HIGHEST_EXP
 
 
 def test_a_dp_run_whose_rows_are_too_few_for_the_noise_fails_before_its_rounds():

@@ -147,12 +147,13 @@ def bounds_from_histogram(histogram: np.ndarray, sigma: float
     """
     low, high, empty = _quantile_bounds(_kept_counts(histogram, sigma))
     features = len(low) - RANGE_HISTOGRAMS
-    (range_low, _), (_, range_high) = ((low[j], high[j]) for j in (features, features + 1))
+    lacking = int(empty[:features].sum())
+    if empty[features:].any():  # the rows' minima or their maxima lost in the noise: no range
+        return low[:features], high[:features], 0, lacking
     borrowed = empty[:features]
-    low = np.where(borrowed, range_low, low[:features])
-    high = np.where(borrowed, range_high, high[:features])
-    whole = borrowed & (low == grid_edges()[0]) & (high == grid_edges()[-1])
-    return low, high, int(borrowed.sum() - whole.sum()), int(whole.sum())
+    low = np.where(borrowed, low[features], low[:features])
+    high = np.where(borrowed, high[features + 1], high[:features])
+    return low, high, lacking, 0
 
 
 def _quantile_bounds(kept: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
