@@ -117,6 +117,25 @@ def test_a_feature_spread_too_thin_for_the_noise_takes_the_rows_range():
     assert (borrowed, empty) == (0, 1) and high[0] == 10.0 ** bounds.HIGHEST_EXP
 
 
+def test_a_full_bin_beside_a_tail_too_thin_for_the_noise_does_not_clip_the_tail_away():
+    """Feature 0 is 0 in 80 % of the rows and spread over 1..16 in the rest (a digits pixel):
+    only its zero bin clears the noise, which alone would give it the box [-1e-6, 1e-6] and
+    clip a fifth of the rows to 0. Its kept bins miss more than MISSED_SHARE of the rows the
+    range's histograms count, so its box grows to the range; feature 1, all of whose rows
+    are kept, keeps its own."""
+    rng = np.random.default_rng(0)
+    tail = rng.random(4000) < 0.2
+    X = np.column_stack([np.where(tail, rng.uniform(1.0, 16.0, 4000), 0.0),
+                         rng.choice([2.0, 16.0], 4000)])
+    low, high, borrowed, empty = bounds.bounds_from_histogram(bounds.feature_histogram(X),
+                                                              sigma=120.0)
+    assert (borrowed, empty) == (1, 0)
+    assert low[0] <= 0.0 and high[0] >= 16.0  # the tail is inside
+    assert low[1] >= 1.5  # feature 1 (2 or 16) is not widened to the range's 0
+    # Without the rule the box would be the zero bin's.
+    assert bounds.bounds_from_histogram(bounds.feature_histogram(X[~tail]), sigma=120.0)[1][0] <= 1e-6
+
+
 def test_a_dp_run_whose_rows_are_too_few_for_the_noise_fails_before_its_rounds():
     """Four rows per client at epsilon 0.1: no bin, not even of the rows' range, holds enough
     rows for the bounds step's noise. The run ends there, loudly, instead of clustering in

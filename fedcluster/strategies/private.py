@@ -758,7 +758,7 @@ class PrivateRounds:
             "their centre (root mean square)", epsilon, private_bounds.describe(low, high),
             self.data_radius)
         if borrowed:
-            log(WARNING, "bounds: %d of %d feature(s) had too few rows in any bin for the noise and "
+            log(WARNING, "bounds: %d of %d feature(s) had rows in bins too thin for the noise and "
                 "took the range of all features' values; --data-bounds would fit them closer",
                 borrowed, dim)
         return exchange, epsilon
