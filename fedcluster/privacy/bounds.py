@@ -27,8 +27,9 @@ histograms of the same kind):
   off the row maxima. So does, in part, a feature whose kept bins miss
   :data:`MISSED_SHARE` of the rows (the kept mass of the range's histograms
   counts them): a full bin beside a tail too thin for the noise (a digits
-  pixel that is 0 in most rows and 1-16 in the rest) would otherwise get the
-  full bin's bounds and the rounds would clip the tail away (digits at epsilon
+  pixel that is 0 in most rows and 1-16 in the rest; the noisy counts of the
+  thin bins inside its box, near 0 between kept bins, count as held) would
+  otherwise get the full bin's bounds and the rounds would clip the tail away (digits at epsilon
   1: 2.25 x the centralized score, 1.62 with the declared box ``0:16``); its
   box grows to hold the range. Each row adds one count to each of these too,
   so they cost as much noise as two more features, and their rows are far
@@ -162,13 +163,26 @@ def bounds_from_histogram(histogram: np.ndarray, sigma: float
         return low[:features], high[:features], 0, lacking
     range_low, range_high = low[features], high[features + 1]
     low, high, empty = low[:features], high[:features], empty[:features]
-    # A feature whose kept bins miss MISSED_SHARE of the rows (a tail spread too thin for the
-    # noise beside a full bin) would have those rows clipped: its box grows to the range.
     rows = kept[features:].sum(axis=1).max()
-    missing = ~empty & (kept[:features].sum(axis=1) < (1 - MISSED_SHARE) * rows)
+    missing = ~empty & (_held(histogram[:features], kept[:features], low, high)
+                        < (1 - MISSED_SHARE) * rows)
     low = np.where(empty, range_low, np.where(missing, np.minimum(low, range_low), low))
     high = np.where(empty, range_high, np.where(missing, np.maximum(high, range_high), high))
     return low, high, int(empty.sum() + missing.sum()), 0
+
+
+def _held(histogram: np.ndarray, kept: np.ndarray, low: np.ndarray, high: np.ndarray
+          ) -> np.ndarray:
+    """Each feature's rows inside its box, as the noise lets them be counted: its kept bins'
+    mass, and the noisy counts of the thin bins between them (near 0, say), which the box
+    holds as well; the rows of thin bins beyond it are the ones the rounds would clip."""
+    edges = grid_edges()
+    inside = ((np.concatenate([[-np.inf], edges])[None, :] >= low[:, None])
+              & (np.concatenate([edges, [np.inf]])[None, :] <= high[:, None]))
+    counts = np.nan_to_num(np.asarray(histogram, dtype=np.float64), nan=0.0, posinf=0.0,
+                           neginf=0.0)
+    thin_inside = np.where(inside & (kept == 0), counts, 0.0).sum(axis=1)
+    return kept.sum(axis=1) + np.maximum(thin_inside, 0.0)
 
 
 def _quantile_bounds(kept: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
