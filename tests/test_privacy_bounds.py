@@ -136,6 +136,22 @@ def test_a_full_bin_beside_a_tail_too_thin_for_the_noise_does_not_clip_the_tail_
     assert bounds.bounds_from_histogram(bounds.feature_histogram(X[~tail]), sigma=120.0)[1][0] <= 1e-6
 
 
+def test_thin_bins_inside_a_box_do_not_grow_it():
+    """Feature 0: two clusters at -10 and 10 and a tenth of the rows spread over (-1, 1), in
+    log bins too thin for the noise but inside the clusters' box, which holds them already;
+    feature 1 spreads to +-300. Feature 0's kept bins miss more than MISSED_SHARE of the rows,
+    yet its box is not grown to the range."""
+    rng = np.random.default_rng(0)
+    rows = 20000
+    clusters = np.where(rng.random(rows) < 0.5, rng.normal(-10.0, 1.0, rows), rng.normal(10.0, 1.0, rows))
+    X = np.column_stack([np.where(rng.random(rows) < 0.1, rng.uniform(-1.0, 1.0, rows), clusters),
+                         rng.normal(0.0, 100.0, rows)])
+    histogram = bounds.feature_histogram(X)
+    assert bounds._kept_counts(histogram, 60.0)[0].sum() < (1 - bounds.MISSED_SHARE) * rows
+    low, high, borrowed, empty = bounds.bounds_from_histogram(histogram, sigma=60.0)
+    assert (borrowed, empty) == (0, 0) and low[0] > -20.0 and high[0] < 20.0
+
+
 def test_a_dp_run_whose_rows_are_too_few_for_the_noise_fails_before_its_rounds():
     """Four rows per client at epsilon 0.1: no bin, not even of the rows' range, holds enough
     rows for the bounds step's noise. The run ends there, loudly, instead of clustering in
