@@ -95,8 +95,14 @@ def _simulate(args: argparse.Namespace) -> int:
                  f"{args.split} over {counted(args.clients, 'client')}")
     print(f"fedcluster: {config.algorithm}, k = {config.k}, on {described}", flush=True)
     if args.backend == "memory":
-        result = _run_in_memory(config, [dataset.X[rows] for rows in parts], run, out,
-                                verbose=args.verbose)
+        from .federation.base import RunFailed
+
+        try:
+            result = _run_in_memory(config, [dataset.X[rows] for rows in parts], run, out,
+                                    verbose=args.verbose)
+        except RunFailed as exc:  # as the Flower backend says it: one line, no traceback
+            print(f"fedcluster: error: {exc}", file=sys.stderr)
+            return 1
     else:
         print("fedcluster: starting the Flower simulation (Ray takes a few seconds to start)...",
               flush=True)

@@ -181,6 +181,19 @@ def test_simulate_runs_every_method(tmp_path, capsys, algorithm):
     assert "distance to the true centres of s1" in capsys.readouterr().out
 
 
+def test_a_failed_in_memory_run_exits_1_with_one_line(tmp_path, capsys):
+    """DP at epsilon 0.1 on digits' 1,797 rows: the bounds step finds no bin above its noise
+    and the run fails before its rounds; the command says why in one line, as the Flower
+    backend does, and writes no model."""
+    out = tmp_path / "dp"
+    assert main(["simulate", "--backend", "memory", "--dataset", "digits", "--k", "10",
+                 "--dp", "central", "--secure-aggregation", "true", "--dp-epsilon", "0.1",
+                 "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "fedcluster: error: bounds:" in err and "--data-bounds" in err
+    assert "Traceback" not in err and not (out / "model.pb").exists()
+
+
 @pytest.mark.parametrize(("argv", "says"), [
     (["--clients", "0"], "--clients must be at least 1, got 0"),
     (["--k", "6000"], "--k 6000 is more than the 5000 points of s1"),
