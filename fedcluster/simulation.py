@@ -6,6 +6,8 @@ import logging
 import math
 import os
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -97,30 +99,75 @@ def simulate(
     set_offline_env()
     from .federation.base import RunFailed
 
+    wait_for_the_last_teardown()
     data = {"partitions-dir": str(Path(partitions_dir).resolve())}
     backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0}}
     results: list[RunResult] = []
-    try:
-        with _quiet(not verbose):
+    failures: list[BaseException] = []
+    ended = threading.Event()
+
+    def keep(result: RunResult) -> None:
+        results.append(result)
+        ended.set()
+
+    with _quiet(not verbose):
+        try:
             run_simulation, build_client_app, build_server_app = _import_flower_and_the_apps()
             _start_ray(_ray_init_args(num_clients, cpus_per_client, verbose))
-            colour_only_on_a_terminal()  # before Flower's first lines
-            with _one_pass_delivery():
+        except Exception as exc:  # noqa: BLE001 - Ray's start fails with its own types
+            raise SimulationError(f"the simulation could not start: {type(exc).__name__}: "
+                                  f"{exc}") from exc
+        colour_only_on_a_terminal()  # before Flower's first lines
+
+    def run_in_flower() -> None:
+        try:
+            with _quiet(not verbose), _one_pass_delivery():
                 run_simulation(
                     server_app=build_server_app(
                         {**config.to_flower(), **data, "min-nodes": num_clients},
-                        results.append, run, final_report=report),
+                        keep, run, final_report=report),
                     client_app=build_client_app(data),
                     num_supernodes=num_clients,
                     backend_config=backend,
                 )
-    except Exception as exc:  # noqa: BLE001 - Flower re-raises the ServerApp's failure as is
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            failures.append(exc)
+        finally:
+            ended.set()
+
+    global _teardown
+    _teardown = threading.Thread(target=run_in_flower, name="fedcluster-simulation")
+    _teardown.start()
+    ended.wait()
+    if failures and not results:
+        exc = failures[0]
+        if not isinstance(exc, Exception):
+            raise exc
         raise SimulationError(str(exc) if isinstance(exc, RunFailed) else
                               f"the simulated run failed: {type(exc).__name__}: {exc}") from exc
     if not results:
         raise SimulationError(f"the simulated run wrote no model to {config.out_dir}; its log "
                               "above says why")
     return results[0]
+
+
+#: The thread of the last simulation: it stops Flower's runtime and Ray after the result is in.
+_teardown: threading.Thread | None = None
+
+
+def wait_for_the_last_teardown() -> None:
+    """Wait until the last simulation's Flower runtime and Ray have stopped.
+
+    :func:`simulate` returns once the ServerApp has its result: Flower then
+    stops its runtime (its queues wait up to 1 s for the last message) and
+    Ray (about 1.3 s of waiting for each of Ray's processes to exit in turn)
+    in the run's own thread, while the caller writes its report. A second
+    simulation waits for this first (it would otherwise find Ray running and
+    have it stopped under it); the interpreter waits for it at exit as for any
+    thread that is not a daemon.
+    """
+    if _teardown is not None:
+        _teardown.join()
 
 
 @contextmanager
@@ -149,15 +196,33 @@ def _one_pass_delivery() -> Iterator[None]:
             flowers(state, queue, nodes_mapping, f_stop)
             return
         while not f_stop.is_set():
+            swept = time.perf_counter()
             for message in undelivered_once_per_node(state, nodes_mapping):
                 queue.put(message)
-            f_stop.wait(0.1)
+            f_stop.wait(sweep_pause(time.perf_counter() - swept))
 
     vce_api.add_messages_to_queue = add_messages_to_queue
     try:
         yield
     finally:
         vce_api.add_messages_to_queue = flowers
+
+
+#: The longest pause between two sweeps: Flower's own (0.1 s).
+_LONGEST_SWEEP_PAUSE = 0.1
+
+
+def sweep_pause(sweep_seconds: float) -> float:
+    """Seconds to wait before the next sweep of the stored messages.
+
+    Flower pauses 0.1 s after every sweep, so that each request waits 0.05 s
+    on average before a client sees it: a few rounds of a small federation
+    spend more time in these pauses than in the clients' work. A sweep of a
+    small store takes microseconds; pausing 10 times as long as the last sweep
+    took keeps the scans to a tenth of one core however large the store, and
+    never pauses longer than Flower does.
+    """
+    return min(_LONGEST_SWEEP_PAUSE, max(0.002, 10.0 * sweep_seconds))
 
 
 def undelivered_once_per_node(state, nodes) -> list:
@@ -230,7 +295,8 @@ def _start_ray(init_args: dict) -> None:
         return
     paths = [*sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path for path in paths if path))
-    ray.init(include_dashboard=False, **init_args)
+    # "local": a cluster of this run's own, even where `ray start` left one (or its address file).
+    ray.init(address="local", include_dashboard=False, **init_args)
 
 
 class _OwnLinesOnly(logging.Filter):

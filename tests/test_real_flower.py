@@ -108,6 +108,31 @@ def test_partial_participation_in_a_ray_simulation(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_simulation_starts_its_own_ray_and_has_stopped_it_when_waited_for(tmp_path, monkeypatch):
+    """A Ray address left by `ray start` (here one nothing listens on) is not joined: the run
+    starts a cluster of its own (before, Ray retried the address for minutes); `simulate`
+    returns once the model is in, and its Flower runtime and Ray stop behind it."""
+    import socket
+
+    import ray
+
+    from fedcluster.simulation import wait_for_the_last_teardown
+
+    with socket.socket() as closed:  # a port nobody listens on once the socket is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    data = load_dataset("s1")
+    write_partitions(data.X, partition_indices(len(data.X), 2, "iid", seed=0), tmp_path / "parts")
+    model = simulate(RunConfig.from_mapping({"k": 15, "num-server-rounds": 2, "min-nodes": 2,
+                                             "out-dir": str(tmp_path / "out")}),
+                     tmp_path / "parts", 2)
+    assert model.n_points == 5000 and (tmp_path / "out" / "model.pb").is_file()
+    wait_for_the_last_teardown()
+    assert not ray.is_initialized()
+
+
+@pytest.mark.slow
 def test_start_runs_from_the_initial_arrays_through_a_ray_simulation(tmp_path, s1_and_start):
     """``FlowerStrategy.start(grid, initial_arrays=...)`` in a ServerApp of our own, on Flower's grid.
 
