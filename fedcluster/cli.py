@@ -116,6 +116,7 @@ def _simulate(args: argparse.Namespace) -> int:
             except SimulationError as exc:
                 print(f"fedcluster: error: {exc}", file=sys.stderr)
                 return 1
+            _end_at_once_on_signals(out, tmp, ended=True)  # Ray still stops behind the run
     print()
     if isinstance(result, KSelection):
         print(f"{result.table()}\nchosen k = {result.k} ({result.criterion}); curve: "
@@ -240,7 +241,8 @@ def _report(args: argparse.Namespace) -> int:
 RAY_STOP_SECONDS = 10.0
 
 
-def _end_at_once_on_signals(out: Path, partitions: str | None = None) -> None:
+def _end_at_once_on_signals(out: Path, partitions: str | None = None, *, ended: bool = False
+                            ) -> None:
     """Make Ctrl-C (and SIGTERM) end ``fedcluster simulate`` within seconds, with one line.
 
     Flower runs the ServerApp in a thread that waits out ``round-timeout``
@@ -250,7 +252,9 @@ def _end_at_once_on_signals(out: Path, partitions: str | None = None) -> None:
     are this command's), removes the partition files, says where the last
     checkpoint is and how to resume from it, and exits with 128 + the signal
     (130 for Ctrl-C). Without ``partitions`` (the in-memory backend: no Ray,
-    no files) it only says where to resume. Only the command line does this:
+    no files) it only says where to resume; once the run has ``ended`` (its
+    files written, Ray still stopping) it says so instead. Only the command
+    line does this:
     a Python caller of :func:`fedcluster.simulation.simulate` keeps Python's
     own handling.
     """
@@ -267,7 +271,9 @@ def _end_at_once_on_signals(out: Path, partitions: str | None = None) -> None:
             stopper.join(RAY_STOP_SECONDS)
             _end_ray_leftovers()
             shutil.rmtree(partitions, ignore_errors=True)
-        print(f"\nfedcluster: {_interrupted(out, started, signum)}", file=sys.stderr, flush=True)
+        said = (f"{_what(signum)} while Ray stopped; the run had ended: {out / MODEL_FILE}"
+                if ended else _interrupted(out, started, signum))
+        print(f"\nfedcluster: {said}", file=sys.stderr, flush=True)
         os._exit(128 + signum)
 
     signal.signal(signal.SIGINT, stop)
@@ -305,9 +311,13 @@ def _end_ray_leftovers() -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+def _what(signum: int) -> str:
+    return "interrupted" if signum == signal.SIGINT else f"stopped by signal {signum}"
+
+
 def _interrupted(out: Path, started: float, signum: int) -> str:
     """The line an interrupted simulation ends with: where it stopped and how to go on."""
-    what = "interrupted" if signum == signal.SIGINT else f"stopped by signal {signum}"
+    what = _what(signum)
     checkpoint = out / "checkpoint.json"
     try:
         fresh = checkpoint.stat().st_mtime >= started

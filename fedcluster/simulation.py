@@ -88,7 +88,11 @@ def simulate(
     ClientApp (about 3 CPU-s on a loaded 2-core machine) before its first message. The run waits for all ``num_clients``
     before its first request, whatever ``config.min_nodes`` says: Flower
     starts the ServerApp while it is still registering the simulated nodes,
-    and a first request sent then would miss some of them.
+    and a first request sent then would miss some of them. It returns as soon
+    as the ServerApp has its result; Flower's runtime and Ray stop behind it
+    (about 2 s of waiting) while the caller goes on: see
+    :func:`wait_for_the_last_teardown`. The run always starts a Ray cluster
+    of its own, never one that ``ray start`` or ``RAY_ADDRESS`` points to.
 
     Raises
     ------

@@ -368,6 +368,33 @@ def test_ctrl_c_ends_a_simulation_in_seconds_with_the_line_that_resumes_it(tmp_p
         out / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
+def test_ctrl_c_after_the_run_ended_says_so_and_offers_no_resume(tmp_path):
+    """The command prints its last line while Flower and Ray still stop (about 2 s): a Ctrl-C
+    then stops Ray at once and says the run had ended, not where to resume it."""
+    import signal
+
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "fedcluster.cli", "simulate", "--clients", "2", "--rounds", "2",
+            "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        for line in proc.stdout:
+            if line.startswith("report: ") or line.startswith("report skipped"):
+                break
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = proc.stderr.read()
+    assert code == 130, (code, text[-2000:])
+    assert text.strip().splitlines()[-1] == (
+        f"fedcluster: interrupted while Ray stopped; the run had ended: {out / 'model.pb'}"), text
+    assert read_model(out / "model.pb").rounds == 2 and "Traceback" not in text
+
+
 # -- the console: short errors, grouped help, the summary (issue 27) -------------------------
 @pytest.mark.parametrize(("argv", "names"), [
     (["--algorithm", "nosuch"], ["'dwf'", "'fkm'", "'deepfeca'"]),
