@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .config import RunConfig
-from .logs import colour_only_on_a_terminal
+from .logs import colour_only_on_a_terminal, log
 from .results import RunResult
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
@@ -136,6 +136,9 @@ def simulate(
                 )
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
             failures.append(exc)
+            if results:  # the model is written; what failed is stopping Flower or Ray
+                log(logging.WARNING, "stopping the simulation after its result: %s: %s",
+                    type(exc).__name__, exc)
         finally:
             ended.set()
 
@@ -223,7 +226,7 @@ def sweep_pause(sweep_seconds: float) -> float:
     on average before a client sees it: a few rounds of a small federation
     spend more time in these pauses than in the clients' work. A sweep of a
     small store takes microseconds; pausing 10 times as long as the last sweep
-    took keeps the scans to a tenth of one core however large the store, and
+    took keeps the scans under a tenth of one core however large the store, and
     never pauses longer than Flower does.
     """
     return min(_LONGEST_SWEEP_PAUSE, max(0.002, 10.0 * sweep_seconds))

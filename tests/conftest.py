@@ -12,10 +12,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedcluster.simulation import FLOWER_OFFLINE_ENV
+from fedcluster.simulation import FLOWER_OFFLINE_ENV, wait_for_the_last_teardown
 
 for _key, _value in FLOWER_OFFLINE_ENV.items():
     os.environ.setdefault(_key, _value)
+
+
+@pytest.fixture(autouse=True)
+def _ray_stopped_after_each_test():
+    """A test ends with the Flower runtime and Ray of its last simulation stopped.
+
+    ``simulate`` returns before they stop; a next test that starts Flower's own
+    ``run_simulation`` would otherwise find Ray running and see it stopped under it.
+    """
+    yield
+    wait_for_the_last_teardown()
 
 SIPU = Path(__file__).resolve().parents[1] / "fedcluster" / "data" / "sipu"
 
