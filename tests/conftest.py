@@ -17,6 +17,8 @@ from fedcluster.simulation import FLOWER_OFFLINE_ENV, wait_for_the_last_teardown
 for _key, _value in FLOWER_OFFLINE_ENV.items():
     os.environ.setdefault(_key, _value)
 
+SIPU = Path(__file__).resolve().parents[1] / "fedcluster" / "data" / "sipu"
+
 
 @pytest.fixture(autouse=True)
 def _ray_stopped_after_each_test():
@@ -27,8 +29,6 @@ def _ray_stopped_after_each_test():
     """
     yield
     wait_for_the_last_teardown()
-
-SIPU = Path(__file__).resolve().parents[1] / "fedcluster" / "data" / "sipu"
 
 
 @pytest.fixture(scope="session")

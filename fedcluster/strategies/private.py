@@ -475,9 +475,10 @@ class SecureSum:
         A threshold below a neighbourhood's size is the user's tolerance:
         fewer than ``t`` answers fail the round. A threshold of a whole
         neighbourhood (``secagg-threshold`` 1, or the automatic default under
-        distributed DP on SecAgg's complete graph) tolerates no loss: every secret's ``t`` shares are held by the
-        ``t`` members of its owner's neighbourhood, so once one of them is gone
-        the server can rebuild no secret and unmask nothing of this try. Its
+        distributed DP on SecAgg's complete graph) tolerates no loss: every
+        secret's ``t`` shares are held by the ``t`` members of its owner's
+        neighbourhood, so once one of them is gone the server can rebuild no
+        secret and unmask nothing of this try. Its
         survivors' vectors and noise shares stay masked and are never
         released, and the budget counts only the try that succeeds; the next
         try (fresh keys, a new id, noise shares sized for its own ``t``)
